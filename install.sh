@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what boxmaker needs on a Debian-like machine: bubblewrap (the sandbox), then a
+# virtual environment in .venv with boxmaker and its test tools. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+packages=()
+command -v bwrap >/dev/null 2>&1 || packages+=(bubblewrap)
+if [ "${BX_BROWSER_TESTS:-1}" = 1 ] && [ -f tests/browser/conftest.py ]; then
+    command -v chromium >/dev/null 2>&1 || packages+=(chromium)
+fi
+if [ ${#packages[@]} -gt 0 ]; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    echo "install.sh: installing ${packages[*]} with apt-get"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${packages[@]}" >/dev/null
+fi
+
+python=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    echo "install.sh: creating .venv with $($python --version)"
+    "$python" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+echo "install.sh: ready; the commands are in .venv/bin (bxctl, brokerd, …)"
