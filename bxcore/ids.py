@@ -1,0 +1,31 @@
+"""The shapes of the names that cross sockets: session ids (§6.1), request ids and call ids (§3.3).
+
+Pure: no I/O. Every check is by bytes of UTF-8, as the wire counts them.
+"""
+
+from __future__ import annotations
+
+import re
+
+_SESSION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
+
+MAX_SESSION = 128
+MAX_REQUEST_ID = 64
+MAX_CALL_ID = 128
+MAX_TOOL_NAME = 64
+
+
+def valid_session(session: str) -> bool:
+    """1 to 128 bytes of `A-Z a-z 0-9 . _ -`, not starting with `.` or `-`."""
+    return _SESSION.fullmatch(session) is not None
+
+
+def byte_length_between(text: str, low: int, high: int) -> bool:
+    """True when `text` is `low` to `high` bytes of UTF-8 (a lone surrogate is never valid)."""
+    if len(text) > high:  # each character is at least one byte
+        return False
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        return False
+    return low <= size <= high

@@ -1,0 +1,25 @@
+"""Fixtures every test may use: the anyio backend and a short, private temporary folder."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A folder with a short path (ipc socket paths are limited to 107 bytes)."""
+    path = Path(tempfile.mkdtemp(prefix="bx-", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
