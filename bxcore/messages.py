@@ -1,0 +1,487 @@
+"""Every message that crosses a boxmaker socket (SPEC §3), as frozen dataclasses.
+
+Each top-level message has `TYPE`, its `"type"` on the wire; a variant of a union has `TAG`.
+Fields are declared in wire order. The annotations are the whole contract: `bxcore.schema`
+reads them to decode strictly and encode canonically. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+from typing import Annotated, ClassVar
+
+from bxcore.deny import DenyReason
+from bxcore.ids import MAX_CALL_ID, MAX_REQUEST_ID, MAX_TOOL_NAME, valid_session
+from bxcore.labels import Label
+from bxcore.schema import Flat, Int, Tagged, Text
+
+_APPROVAL = re.compile(r"[a-z2-9]{8}")
+_HASH = re.compile(r"[0-9a-f]{64}")
+
+RequestId = Annotated[str, Text(1, MAX_REQUEST_ID, what="a request id")]
+Session = Annotated[
+    str,
+    Text(1, 128, valid_session, "a session id (A-Z a-z 0-9 . _ -, not starting with . or -)"),
+]
+CallId = Annotated[str, Text(1, MAX_CALL_ID, what="a call id")]
+ToolId = Annotated[str, Text(1, MAX_TOOL_NAME, what="a tool name")]
+ApprovalId = Annotated[
+    str, Text(8, 8, lambda s: _APPROVAL.fullmatch(s) is not None, "an approval id")
+]
+Sha256 = Annotated[str, Text(64, 64, lambda s: _HASH.fullmatch(s) is not None, "a hex SHA-256")]
+Short = Annotated[str, Text(0, 4096, what="a string")]
+Count = Annotated[int, Int(0, 2**53)]
+
+MAX_WAIT_MS = 30_000
+
+
+class ErrorCode(enum.StrEnum):
+    BAD_MESSAGE = "bad_message"
+    WRONG_SOCKET = "wrong_socket"
+    ALREADY_SETTLED = "already_settled"
+    UNKNOWN_APPROVAL = "unknown_approval"
+    UNAVAILABLE = "unavailable"
+    INTERNAL = "internal"
+
+
+class Scope(enum.StrEnum):
+    ONCE = "once"
+    SESSION = "session"
+
+
+class ApprovalState(enum.StrEnum):
+    PENDING = "pending"
+    APPROVED = "approved"
+    REFUSED = "refused"
+    EXPIRED = "expired"
+
+
+class AskWhy(enum.StrEnum):
+    GRANT_ASKS = "the grant asks"
+    UNTRUSTED = "the session holds untrusted content"
+
+
+class Verdict(enum.StrEnum):
+    """What `explain` says brokerd would do."""
+
+    ALLOWED = "allowed"
+    ASK = "ask"
+    DENIED = "denied"
+
+
+class EndReason(enum.StrEnum):
+    DONE = "done"
+    MAX_STEPS = "max_steps"
+    ERROR = "error"
+
+
+# --- common (§3.4) -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Ping:
+    TYPE: ClassVar[str] = "ping"
+    id: RequestId
+
+
+@dataclass(frozen=True, slots=True)
+class Pong:
+    TYPE: ClassVar[str] = "pong"
+    id: RequestId
+    service: Short
+    pid: Count
+    version: Short
+    started: Short
+
+
+@dataclass(frozen=True, slots=True)
+class Error:
+    TYPE: ClassVar[str] = "error"
+    id: RequestId
+    code: ErrorCode
+    message: Short
+
+
+# --- the broker socket (§3.3) --------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRequest:
+    TYPE: ClassVar[str] = "tool_request"
+    id: RequestId
+    session: Session
+    call: CallId
+    tool: ToolId
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    TAG: ClassVar[str] = "done"
+    ok: bool
+    output: str
+    label: Label
+
+
+@dataclass(frozen=True, slots=True)
+class Denied:
+    TAG: ClassVar[str] = "denied"
+    reason: DenyReason
+    detail: Short | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    TAG: ClassVar[str] = "pending"
+    approval: ApprovalId
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    TAG: ClassVar[str] = "error"
+    message: Short
+
+
+Outcome = Done | Denied | Pending | Failed
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResponse:
+    TYPE: ClassVar[str] = "tool_response"
+    id: RequestId
+    outcome: Annotated[Outcome, Flat("outcome")]
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitApproval:
+    TYPE: ClassVar[str] = "await_approval"
+    id: RequestId
+    session: Session
+    approval: ApprovalId
+    wait_ms: Annotated[int, Int(0, MAX_WAIT_MS)]
+
+
+@dataclass(frozen=True, slots=True)
+class Absorb:
+    TYPE: ClassVar[str] = "absorb"
+    id: RequestId
+    session: Session
+    child: Session
+
+
+@dataclass(frozen=True, slots=True)
+class StateQuery:
+    TYPE: ClassVar[str] = "state_query"
+    id: RequestId
+    session: Session
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    TYPE: ClassVar[str] = "state"
+    id: RequestId
+    session: Session
+    label: Label
+
+
+# --- the admin socket (§3.6, §9, §13) --------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictRequest:
+    """`verdict`: the owner's answer to a pending approval."""
+
+    TYPE: ClassVar[str] = "verdict"
+    id: RequestId
+    approval: ApprovalId
+    approve: bool
+    scope: Scope
+    by: Short
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """The answer to a verdict: where the approval ended, and the call's denial if any."""
+
+    TYPE: ClassVar[str] = "settled"
+    id: RequestId
+    approval: ApprovalId
+    state: ApprovalState
+    reason: DenyReason | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalInfo:
+    """One pending approval, with every canonical argument the owner approves (§9.1)."""
+
+    approval: ApprovalId
+    session: Session
+    call: CallId
+    tool: ToolId
+    arguments: str
+    grant: Short
+    label: Label
+    why: AskWhy
+    requested: Short
+    expires: Short
+
+
+@dataclass(frozen=True, slots=True)
+class PendingQuery:
+    TYPE: ClassVar[str] = "pending_query"
+    id: RequestId
+
+
+@dataclass(frozen=True, slots=True)
+class PendingList:
+    TYPE: ClassVar[str] = "pending_list"
+    id: RequestId
+    approvals: tuple[ApprovalInfo, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GrantInfo:
+    """A grant file as brokerd sees it; an invalid one says why in `problem`."""
+
+    id: Short
+    sha256: Sha256
+    valid: bool
+    problem: Short | None = None
+    tool: Short | None = None
+    mode: Short | None = None
+    path: Short | None = None
+    host: Short | None = None
+    class_: Short | None = None
+    untrusted: bool | None = None
+    note: Short | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GrantsReload:
+    TYPE: ClassVar[str] = "grants_reload"
+    id: RequestId
+
+
+@dataclass(frozen=True, slots=True)
+class GrantList:
+    TYPE: ClassVar[str] = "grant_list"
+    id: RequestId
+    grants: tuple[GrantInfo, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AuditTail:
+    TYPE: ClassVar[str] = "audit_tail"
+    id: RequestId
+    n: Annotated[int, Int(1, 100_000)]
+    session: Session | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecords:
+    """Ledger records, each exactly its line in the ledger."""
+
+    TYPE: ClassVar[str] = "audit_records"
+    id: RequestId
+    records: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AuditVerify:
+    TYPE: ClassVar[str] = "audit_verify"
+    id: RequestId
+
+
+@dataclass(frozen=True, slots=True)
+class AuditReport:
+    TYPE: ClassVar[str] = "audit_report"
+    id: RequestId
+    ok: bool
+    records: Count
+    head_seq: Count
+    head_hash: Sha256
+    problem: Short | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Explain:
+    TYPE: ClassVar[str] = "explain"
+    id: RequestId
+    session: Session
+    tool: ToolId
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """What brokerd would decide now, and each step of why (§13 `bxctl explain`)."""
+
+    TYPE: ClassVar[str] = "explanation"
+    id: RequestId
+    verdict: Verdict
+    label: Label
+    steps: tuple[Short, ...]
+    reason: DenyReason | None = None
+    winner: Short | None = None
+
+
+# --- broker-events (PUB) ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequested:
+    TYPE: ClassVar[str] = "approval_requested"
+    approval: ApprovalInfo
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalSettled:
+    TYPE: ClassVar[str] = "approval_settled"
+    approval: ApprovalId
+    session: Session
+    state: ApprovalState
+    reason: DenyReason | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerHead:
+    """The ledger's head after a group commit: the witness the owner's side keeps (§7)."""
+
+    TYPE: ClassVar[str] = "ledger_head"
+    seq: Count
+    hash: Sha256
+
+
+# --- the loop socket and loop-events (§10) ---------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerMessage:
+    TYPE: ClassVar[str] = "owner_message"
+    id: RequestId
+    session: Session
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    """loopd took an owner message; it runs as turn `turn` of the session."""
+
+    TYPE: ClassVar[str] = "accepted"
+    id: RequestId
+    session: Session
+    turn: Count
+
+
+@dataclass(frozen=True, slots=True)
+class SessionsQuery:
+    TYPE: ClassVar[str] = "sessions_query"
+    id: RequestId
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    session: Session
+    turns: Count
+    busy: bool
+    updated: Short
+
+
+@dataclass(frozen=True, slots=True)
+class SessionList:
+    TYPE: ClassVar[str] = "session_list"
+    id: RequestId
+    sessions: tuple[SessionInfo, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryQuery:
+    TYPE: ClassVar[str] = "history_query"
+    id: RequestId
+    session: Session
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerSaid:
+    TAG: ClassVar[str] = "owner_message"
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantText:
+    TAG: ClassVar[str] = "assistant_text"
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCalled:
+    TAG: ClassVar[str] = "tool_called"
+    tool: ToolId
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDone:
+    TAG: ClassVar[str] = "tool_done"
+    tool: ToolId
+    ok: bool
+    bytes: Count
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDenied:
+    """A denial as the owner sees it: the reason only, never the detail (§3.5)."""
+
+    TAG: ClassVar[str] = "tool_denied"
+    tool: ToolId
+    reason: DenyReason
+
+
+@dataclass(frozen=True, slots=True)
+class ToolPending:
+    TAG: ClassVar[str] = "tool_pending"
+    tool: ToolId
+    approval: ApprovalId
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEnd:
+    TAG: ClassVar[str] = "turn_end"
+    reason: EndReason
+
+
+@dataclass(frozen=True, slots=True)
+class TurnError:
+    TAG: ClassVar[str] = "error"
+    message: Short
+
+
+Event = (
+    OwnerSaid
+    | AssistantText
+    | ToolCalled
+    | ToolDone
+    | ToolDenied
+    | ToolPending
+    | TurnEnd
+    | TurnError
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEvent:
+    TYPE: ClassVar[str] = "turn_event"
+    session: Session
+    turn: Count
+    seq: Count
+    event: Annotated[Event, Tagged("kind")]
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    TYPE: ClassVar[str] = "history"
+    id: RequestId
+    session: Session
+    events: tuple[TurnEvent, ...]
