@@ -1,0 +1,213 @@
+"""The ROUTER loop, the Lazy Pirate client, the run lock and CURVE, over real ipc sockets."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import zmq
+import zmq.asyncio
+
+from bxcore import curve, runlock, wire
+from bxcore.client import Client, Unreachable
+from bxcore.labels import SESSION_DEFAULT
+from bxcore.messages import Error, ErrorCode, Ping, Pong, State, StateQuery
+from bxcore.router import Router
+
+pytestmark = pytest.mark.anyio
+
+
+async def echo_state(message: Any) -> Any:
+    assert isinstance(message, StateQuery)
+    return State(message.id, message.session, SESSION_DEFAULT)
+
+
+@pytest.fixture
+async def ctx() -> AsyncIterator[zmq.asyncio.Context]:
+    context = zmq.asyncio.Context()
+    yield context
+    context.destroy(linger=0)
+
+
+class Served:
+    def __init__(self, ctx: zmq.asyncio.Context, endpoint: str) -> None:
+        self.ctx = ctx
+        self.endpoint = endpoint
+
+    def client(self, **options: Any) -> Client:
+        return Client(self.ctx, self.endpoint, name="test server", **options)
+
+    def raw(self) -> zmq.asyncio.Socket:
+        socket = self.ctx.socket(zmq.DEALER)
+        socket.setsockopt(zmq.LINGER, 0)
+        socket.connect(self.endpoint)
+        return socket
+
+
+def serving(
+    ctx: zmq.asyncio.Context,
+    path: Path,
+    handle: Callable[[Any], Awaitable[Any]] = echo_state,
+    **options: Any,
+) -> Any:
+    class Scope:
+        async def __aenter__(self) -> Served:
+            endpoint = f"ipc://{path}/t.sock"
+            self.router = Router(ctx, endpoint, handle, service="testd", **options)
+            self.tasks = anyio.create_task_group()
+            await self.tasks.__aenter__()
+            self.tasks.start_soon(self.router.serve)
+            return Served(ctx, endpoint)
+
+        async def __aexit__(self, *exc: object) -> None:
+            self.tasks.cancel_scope.cancel()
+            await self.tasks.__aexit__(None, None, None)
+
+    return Scope()
+
+
+async def test_ping_is_answered_with_a_pong_naming_the_service(
+    ctx: zmq.asyncio.Context, short_tmp: Path
+) -> None:
+    async with serving(ctx, short_tmp) as served:
+        pong = await served.client().request(Ping("p1"))
+    assert isinstance(pong, Pong)
+    assert (pong.id, pong.service, pong.pid) == ("p1", "testd", os.getpid())
+
+
+async def test_garbage_is_answered_where_an_id_can_be_read_and_the_next_request_is_served(
+    ctx: zmq.asyncio.Context, short_tmp: Path
+) -> None:
+    async with serving(ctx, short_tmp) as served:
+        raw = served.raw()
+        for junk in (os.urandom(64), b"{", b"[]", b'{"type":"launch"}', b"\xff\xfe"):
+            await raw.send(junk)
+        await raw.send(b'{"type":"state_query","id":"g1","session":"no good"}')
+        answer = wire.decode(await raw.recv())
+        assert isinstance(answer, Error)
+        assert (answer.id, answer.code) == ("g1", ErrorCode.BAD_MESSAGE)
+        assert "session id" in answer.message
+        await raw.send(b'{"type":"launch","id":"g2"}')
+        answer = wire.decode(await raw.recv())
+        assert (answer.id, answer.code) == ("g2", ErrorCode.BAD_MESSAGE)
+        await raw.send_multipart([b"two", b"frames"])
+        good = await served.client().request(StateQuery("g3", "chat-1"))
+        assert good == State("g3", "chat-1", SESSION_DEFAULT)
+        raw.close()
+
+
+async def test_a_frame_over_four_mebibytes_is_refused_and_serving_goes_on(
+    ctx: zmq.asyncio.Context, short_tmp: Path
+) -> None:
+    async with serving(ctx, short_tmp) as served:
+        raw = served.raw()
+        await raw.send(b"x" * (wire.MAX_MESSAGE + 1))
+        good = await served.client().request(StateQuery("h1", "chat-1"))
+        assert isinstance(good, State)
+        raw.close()
+
+
+async def test_a_client_that_vanishes_mid_request_does_not_stop_the_server(
+    ctx: zmq.asyncio.Context, short_tmp: Path
+) -> None:
+    async def slow(message: Any) -> Any:
+        await anyio.sleep(0.2)
+        return await echo_state(message)
+
+    async with serving(ctx, short_tmp, slow) as served:
+        raw = served.raw()
+        await raw.send(wire.encode(StateQuery("v1", "chat-1")))
+        await anyio.sleep(0.05)
+        raw.close()
+        await anyio.sleep(0.3)  # the answer to the vanished client is dropped
+        good = await served.client().request(StateQuery("v2", "chat-1"))
+        assert isinstance(good, State)
+
+
+async def test_a_handler_that_fails_is_answered_internal_and_serving_goes_on(
+    ctx: zmq.asyncio.Context, short_tmp: Path
+) -> None:
+    async def broken(message: Any) -> Any:
+        if message.session == "boom":
+            raise RuntimeError("kaput")
+        return await echo_state(message)
+
+    async with serving(ctx, short_tmp, broken) as served:
+        client = served.client()
+        failed = await client.request(StateQuery("f1", "boom"))
+        assert isinstance(failed, Error) and failed.code == ErrorCode.INTERNAL
+        assert isinstance(await client.request(StateQuery("f2", "chat-1")), State)
+
+
+async def test_the_client_retries_with_a_fresh_socket_until_the_server_answers(
+    ctx: zmq.asyncio.Context, short_tmp: Path
+) -> None:
+    seen: list[str] = []
+
+    async def forgetful(message: Any) -> Any:
+        seen.append(message.id)
+        if len(seen) == 1:
+            await anyio.sleep(10)  # the first attempt is never answered in time
+        return await echo_state(message)
+
+    async with serving(ctx, short_tmp, forgetful) as served:
+        client = served.client(timeout=0.2, tries=3)
+        answer = await client.request(StateQuery("l1", "chat-1"))
+    assert answer == State("l1", "chat-1", SESSION_DEFAULT)
+    assert seen == ["l1", "l1"]
+
+
+async def test_a_server_that_never_answers_is_unreachable_after_the_tries(
+    ctx: zmq.asyncio.Context, short_tmp: Path
+) -> None:
+    client = Client(ctx, f"ipc://{short_tmp}/nobody.sock", name="nobody", timeout=0.1, tries=2)
+    with pytest.raises(Unreachable, match=r"nobody did not answer .*\(2 tries"):
+        await client.request(Ping("u1"))
+    client.close()
+
+
+def test_a_second_run_lock_on_the_same_file_is_refused(short_tmp: Path) -> None:
+    first = runlock.take(short_tmp / "brokerd.lock", "brokerd")
+    with pytest.raises(runlock.AlreadyRunning, match=f"pid {os.getpid()}"):
+        runlock.take(short_tmp / "brokerd.lock", "brokerd")
+    first.release()
+    runlock.take(short_tmp / "brokerd.lock", "brokerd").release()
+
+
+async def test_curve_lets_in_exactly_the_allowed_keys(
+    ctx: zmq.asyncio.Context, short_tmp: Path
+) -> None:
+    keys = short_tmp / "keys"
+    for name in ("brokerd", "owner", "stranger"):
+        assert curve.generate(keys, name)
+    assert not curve.generate(keys, "owner")  # never overwritten
+    assert (keys / "owner.key_secret").stat().st_mode & 0o777 == 0o600
+    server = curve.load_pair(keys, "brokerd")
+    owner = curve.load_pair(keys, "owner")
+    stranger = curve.load_pair(keys, "stranger")
+    auth = curve.start_zap(ctx, {"admin": curve.AllowList({owner.public: "owner"})})
+    try:
+        secure = lambda socket: curve.serve_curve(socket, server, "admin")  # noqa: E731
+        async with serving(ctx, short_tmp, secure=secure) as served:
+            as_owner = served.client(
+                secure=lambda s: curve.connect_curve(s, owner, server.public), timeout=0.5
+            )
+            assert isinstance(await as_owner.request(Ping("c1")), Pong)
+            as_stranger = served.client(
+                secure=lambda s: curve.connect_curve(s, stranger, server.public),
+                timeout=0.3,
+                tries=1,
+            )
+            with pytest.raises(Unreachable):
+                await as_stranger.request(Ping("c2"))
+            plain = served.client(timeout=0.3, tries=1)
+            with pytest.raises(Unreachable):
+                await plain.request(Ping("c3"))
+            for client in (as_owner, as_stranger, plain):
+                client.close()
+    finally:
+        auth.stop()
