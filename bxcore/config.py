@@ -1,0 +1,300 @@
+"""The owner's settings, `{home}/config.toml` (SPEC §14), parsed strictly into frozen dataclasses.
+
+`parse_config` is pure; `load_config` only reads the file. Every key has a default (the table
+in `bxcore.config_keys`), and every problem is one `ConfigError` line naming the key.
+"""
+
+from __future__ import annotations
+
+import textwrap
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from bxcore.config_keys import KEYS, SECTIONS, Key, Kind, default, show, show_name
+from bxcore.home import SOCKETS, Home
+
+MAX_CONFIG_BYTES = 1 << 20
+
+
+class ConfigError(Exception):
+    """config.toml cannot be used; `str()` is one line that names the file and the key."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(" ".join(message.split()))
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    provider: str = default("model", "provider")
+    base_url: str = default("model", "base_url")
+    model: str = default("model", "model")
+    api_key_env: str = default("model", "api_key_env")
+    stream: bool = default("model", "stream")
+    timeout_s: float = default("model", "timeout_s")
+    script: str = default("model", "script")
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    max_steps: int = default("loop", "max_steps")
+    max_depth: int = default("loop", "max_depth")
+    system_prompt: str = default("loop", "system_prompt")
+    subagent_prompt: str = default("loop", "subagent_prompt")
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    approval_ttl_s: float = default("broker", "approval_ttl_s")
+    results_kept: int = default("broker", "results_kept")
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    mode: str = default("sandbox", "mode")
+    file_timeout_s: float = default("sandbox", "file_timeout_s")
+    shell_timeout_s: float = default("sandbox", "shell_timeout_s")
+    fetch_timeout_s: float = default("sandbox", "fetch_timeout_s")
+    memory_mb: int = default("sandbox", "memory_mb")
+    max_processes: int = default("sandbox", "max_processes")
+    fetch_pins: Mapping[str, str] = field(
+        default_factory=lambda: default("sandbox", "fetch_pins"), hash=False
+    )
+    fetch_ca_file: str = default("sandbox", "fetch_ca_file")
+
+
+@dataclass(frozen=True)
+class ConsoleConfig:
+    host: str = default("console", "host")
+    port: int = default("console", "port")
+
+
+@dataclass(frozen=True)
+class SocketsConfig:
+    """One endpoint override per socket; "" means `ipc://` in the run folder."""
+
+    broker: str = default("sockets", "broker")
+    admin: str = default("sockets", "admin")
+    broker_events: str = default("sockets", "broker-events")
+    loop: str = default("sockets", "loop")
+    loop_events: str = default("sockets", "loop-events")
+    memory: str = default("sockets", "memory")
+    gateway: str = default("sockets", "gateway")
+    supervisor: str = default("sockets", "supervisor")
+
+    def endpoint(self, name: str, home: Home) -> str:
+        """The endpoint of socket `name`: the override, else the home's ipc endpoint."""
+        if name not in SOCKETS:
+            raise ValueError(f"no such socket: {name!r}")
+        override: str = getattr(self, name.replace("-", "_"))
+        return override or home.endpoint(name)
+
+
+@dataclass(frozen=True)
+class Config:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    loop: LoopConfig = field(default_factory=LoopConfig)
+    broker: BrokerConfig = field(default_factory=BrokerConfig)
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    console: ConsoleConfig = field(default_factory=ConsoleConfig)
+    sockets: SocketsConfig = field(default_factory=SocketsConfig)
+
+
+SECTION_CLASSES: Mapping[str, type[Any]] = MappingProxyType(
+    {
+        "model": ModelConfig,
+        "loop": LoopConfig,
+        "broker": BrokerConfig,
+        "sandbox": SandboxConfig,
+        "console": ConsoleConfig,
+        "sockets": SocketsConfig,
+    }
+)
+
+_KEYS: dict[tuple[str, str], Key] = {(k.section, k.name): k for k in KEYS}
+
+
+def load_config(path: Path) -> Config:
+    """Read and parse `path`; a missing file gives the defaults."""
+    try:
+        with open(path, "rb") as stream:
+            data = stream.read(MAX_CONFIG_BYTES + 1)
+    except FileNotFoundError:
+        return Config()
+    except (OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"{path}: cannot be read: {why}") from None
+    return parse_config(data, str(path))
+
+
+def parse_config(text: bytes, source: str = "config.toml") -> Config:
+    """Parse the bytes of a config file. Pure; raises only `ConfigError`."""
+    document = _toml(text, source)
+    sections: dict[str, Any] = {}
+    for section, body in document.items():
+        where = f"{source}: [{show_name(section)}]"
+        if section not in SECTIONS:
+            raise ConfigError(f"{where}: unknown section")
+        if not isinstance(body, dict):
+            raise ConfigError(f"{where}: expected a table, got {show(body)}")
+        values = {}
+        for name, value in body.items():
+            key = _KEYS.get((section, name))
+            if key is None:
+                raise ConfigError(f"{where} {show_name(name)}: unknown key")
+            values[key.attr] = _value(key, value, f"{where} {name}")
+        sections[section] = SECTION_CLASSES[section](**values)
+    config = Config(**sections)
+    _check_together(config, source)
+    return config
+
+
+def _toml(text: bytes, source: str) -> dict[str, Any]:
+    if len(text) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{source}: larger than {MAX_CONFIG_BYTES} bytes")
+    nul = text.find(b"\x00")
+    if nul >= 0:
+        raise ConfigError(f"{source}: contains a NUL byte (at byte {nul})")
+    try:
+        decoded = text.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{source}: not UTF-8 (at byte {exc.start})") from None
+    try:
+        return tomllib.loads(decoded.removeprefix("\ufeff"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{source}: not valid TOML: nested too deeply") from None
+
+
+def _value(key: Key, value: Any, where: str) -> Any:
+    """Check the type (a bool is no number; an int is a fine float), then the key's check."""
+    is_bool = isinstance(value, bool)
+    if key.kind is Kind.STRING:
+        ok = isinstance(value, str)
+    elif key.kind is Kind.INTEGER:
+        ok = isinstance(value, int) and not is_bool
+    elif key.kind is Kind.NUMBER:
+        ok = isinstance(value, int | float) and not is_bool
+        value = float(value) if ok else value
+    elif key.kind is Kind.BOOLEAN:
+        ok = is_bool
+    else:
+        ok = isinstance(value, dict)
+    if not ok:
+        raise ConfigError(f"{where}: expected {key.kind.value}, got {show(value)}")
+    why = key.check.why(value)
+    if why is not None:
+        raise ConfigError(f"{where}: {why}")
+    return MappingProxyType(dict(value)) if key.kind is Kind.TABLE else value
+
+
+def _check_together(config: Config, source: str) -> None:
+    """The rules that read two keys at once."""
+    if config.model.provider == "scripted" and not config.model.script:
+        raise ConfigError(f'{source}: [model] script: needed when provider = "scripted"')
+    seen: dict[str, str] = {}
+    for key in KEYS:
+        if key.section != "sockets":
+            continue
+        value = getattr(config.sockets, key.attr)
+        if value and value in seen:
+            raise ConfigError(
+                f"{source}: [sockets] {key.name}: the same endpoint as [sockets] {seen[value]}"
+            )
+        seen[value] = key.name
+
+
+# -- the commented file and the reference ---------------------------------------------------
+
+
+def toml_value(value: Any) -> str:
+    """A default written as TOML: multi-line strings as \"\"\"...\"\"\", tables inline."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        if "\n" not in value:
+            return '"' + _escape(value, multiline=False) + '"'
+        return '"""\n' + _escape(value, multiline=True) + '"""'
+    pairs = ", ".join(f"{toml_value(k)} = {toml_value(v)}" for k, v in dict(value).items())
+    return "{ " + pairs + " }" if pairs else "{}"
+
+
+def _escape(text: str, multiline: bool) -> str:
+    """Escape for a TOML basic string. A multi-line one keeps its newlines, and its quotes
+    except one followed by a quote or ending the text, so no \"\"\" can close it early."""
+    out = []
+    for at, char in enumerate(text):
+        if char == '"' and multiline:
+            last_or_doubled = at + 1 == len(text) or text[at + 1] == '"'
+            out.append('\\"' if last_or_doubled else char)
+        elif char == "\\" or char == '"':
+            out.append("\\" + char)
+        elif char == "\n" and multiline:
+            out.append(char)
+        elif char < " " or char == "\x7f":
+            out.append(f"\\u{ord(char):04x}")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def render_config(commented: bool = True) -> str:
+    """The config file `bxctl init` writes: every key at its default, with one line of help.
+
+    With `commented` (the file `bxctl init` writes) each key is behind `# `, so the file
+    parses to the defaults and the owner uncomments what they change.
+    """
+    lead = "# " if commented else ""
+    lines = [
+        "# boxmaker's settings. Every key is shown with its default; uncomment a key to change",
+        "# it. An unknown key or a wrong value stops the services with a one-line error.",
+        "# The reference is docs/configuration.md.",
+    ]
+    for section, about in SECTIONS.items():
+        lines += ["", f"[{section}]", *_wrap(about)]
+        for key in KEYS:
+            if key.section == section:
+                setting = f"{show_name(key.name)} = {toml_value(key.default)}"
+                lines += ["", *_wrap(key.help)]
+                lines += [(lead + line).rstrip() for line in setting.split("\n")]
+    return "\n".join(lines) + "\n"
+
+
+def _wrap(help_: str) -> list[str]:
+    return textwrap.wrap(help_, width=92, initial_indent="# ", subsequent_indent="# ")
+
+
+COMMENTED_CONFIG: str = render_config()
+
+
+def config_reference_markdown() -> str:
+    """docs/configuration.md: an intro, one table of every key, and the default prompts."""
+    lines = [
+        "# Configuration",
+        "",
+        "boxmaker reads its settings from `{home}/config.toml` (SPEC §14). Every key has a",
+        "default, so a missing or empty file works; `bxctl init` writes a file with every key",
+        "commented out at its default. An unknown section or key, a value of the wrong type (a",
+        "boolean is not a number) or out of range is a one-line error naming the key, and the",
+        "services do not start. API keys are never written here: `api_key_env` names the",
+        "environment variable that holds one. This page is generated from",
+        "`bxcore/config_keys.py` (`config_reference_markdown()`).",
+        "",
+        "| key | default | values | what it does |",
+        "|---|---|---|---|",
+    ]
+    for key in KEYS:
+        value = key.default
+        shown = "(below)" if isinstance(value, str) and "\n" in value else f"`{toml_value(value)}`"
+        cells = [f"`[{key.section}] {key.name}`", shown, key.check.allowed, key.help]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    for key in KEYS:
+        if isinstance(key.default, str) and "\n" in key.default:
+            lines += ["", f"## The default `{key.name}`", "", "```text", key.default, "```"]
+    return "\n".join(lines) + "\n"
