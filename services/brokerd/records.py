@@ -1,0 +1,420 @@
+"""The ledger's records (SPEC §7): building one canonical line, and checking a chain of them.
+
+Pure: no I/O, no clock (`at` is passed in). `KINDS` describes every record kind once; `build`
+and `parse_line` both read it, so a record the ledger wrote never reads back as damage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal, NamedTuple
+
+from bxcore.labels import DataClass, Label
+
+GENESIS = "0" * 64
+#: The raw argument string kept for a call whose arguments are not valid JSON (§7).
+MAX_RAW_ARGUMENTS = 4096
+#: No record is longer (the wire caps a message at 4 MiB; escaping can grow it). A longer
+#: line is damage, and a reader never holds more than this much of one line.
+MAX_LINE_BYTES = 32 * 1024 * 1024
+
+Record = dict[str, object]
+#: What `Ledger.append_batch` takes: a kind and its fields.
+Entry = tuple[str, Mapping[str, object]]
+DecisionOutcome = Literal["allowed", "pending", "denied"]
+VerdictOutcome = Literal["allowed", "denied"]
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    """The newest record: its `seq` and the hash of its line (`seq` 0 and GENESIS: empty)."""
+
+    seq: int
+    hash: str
+
+    def __str__(self) -> str:
+        return f"{self.seq}:{self.hash[:12]}"
+
+
+# --- the field table -----------------------------------------------------------------------
+
+
+class _Type(NamedTuple):
+    says: str  # completes "`field` of a kind record is not ..."
+    test: Callable[[object], bool]
+
+
+def _one_of(*values: str) -> _Type:
+    return _Type("one of " + "|".join(values), lambda v: isinstance(v, str) and v in values)
+
+
+def _is_label(value: object) -> bool:
+    return (
+        isinstance(value, dict)
+        and list(value) == ["class", "untrusted"]
+        and isinstance(value["class"], str)
+        and value["class"] in _CLASSES
+        and isinstance(value["untrusted"], bool)
+    )
+
+
+_CLASSES = frozenset(c.value for c in DataClass)
+_STR = _Type("a string", lambda v: isinstance(v, str))
+_INT = _Type("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool))
+_BOOL = _Type("true or false", lambda v: isinstance(v, bool))
+_LABEL = _Type('a label {"class":...,"untrusted":...}', _is_label)
+
+
+class Field(NamedTuple):
+    name: str
+    type: _Type
+    required: bool = True
+
+
+#: Every kind and its fields, in their canonical order (after seq, at, prev, kind).
+KINDS: Mapping[str, tuple[Field, ...]] = {
+    "decision": (
+        Field("session", _STR),
+        Field("call", _STR),
+        Field("tool", _STR),
+        Field("arguments", _STR),
+        Field("label", _LABEL),  # the session's label before the decision
+        Field("outcome", _one_of("allowed", "pending", "denied")),
+        Field("reason", _STR, False),
+        Field("grant", _STR, False),
+        Field("grant_sha256", _STR, False),
+        Field("approval", _STR, False),
+    ),
+    "verdict": (
+        Field("approval", _STR),
+        Field("approve", _BOOL),
+        Field("by", _STR),
+        Field("scope", _one_of("once", "session")),
+        Field("outcome", _one_of("allowed", "denied")),  # after redecide (§5.2)
+        Field("reason", _STR, False),  # why it ends denied
+    ),
+    "executed": (
+        Field("session", _STR),
+        Field("call", _STR),
+        Field("ok", _BOOL),
+        Field("exit", _INT, False),
+        Field("output_sha256", _STR, False),
+        Field("output_bytes", _INT, False),
+        Field("label", _LABEL, False),
+        Field("ms", _INT, False),
+    ),
+    "raised": (Field("session", _STR), Field("from", _LABEL), Field("to", _LABEL)),
+    "absorbed": (Field("parent", _STR), Field("child", _STR), Field("to", _LABEL)),
+    "started": (Field("pid", _INT), Field("version", _STR)),
+    "recovered": (Field("cut_bytes", _INT), Field("why", _STR)),
+}
+
+_HEADER = ("seq", "at", "prev", "kind")
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_AT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+# --- building ------------------------------------------------------------------------------
+
+
+def format_at(epoch_ms: int) -> str:
+    """UTC, RFC 3339, milliseconds: `2026-11-30T02:34:30.123Z`."""
+    seconds, millis = divmod(epoch_ms, 1000)
+    moment = datetime.fromtimestamp(seconds, tz=UTC)
+    return f"{moment:%Y-%m-%dT%H:%M:%S}.{millis:03d}Z"
+
+
+def label_json(label: Label) -> dict[str, object]:
+    """A label as the ledger writes it (§3.2)."""
+    return {"class": label.class_.value, "untrusted": label.untrusted}
+
+
+def _fields_problem(kind: object, fields: Mapping[str, object]) -> str | None:
+    """Why `fields` (JSON values, no None) do not make a `kind` record, or None."""
+    if not isinstance(kind, str) or kind not in KINDS:
+        return f"unknown kind {_show(kind)}"
+    table = KINDS[kind]
+    known = {f.name for f in table}
+    for name in fields:
+        if name not in known:
+            return f"a {kind} record has no field {_show(name)}"
+    for field in table:
+        if field.name not in fields:
+            if field.required:
+                return f"a {kind} record lacks `{field.name}`"
+        elif not field.type.test(fields[field.name]):
+            return f"`{field.name}` of a {kind} record is not {field.type.says}"
+    return None
+
+
+def _header_problem(seq: object, at: object, prev: object) -> str | None:
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
+        return "seq is not a positive integer"
+    if not isinstance(at, str) or not _AT.fullmatch(at):
+        return "at is not a UTC time like 2026-11-30T02:34:30.123Z"
+    if not isinstance(prev, str) or not _HEX64.fullmatch(prev):
+        return "prev is not 64 lowercase hex digits"
+    return None
+
+
+def build(seq: int, at: str, prev: str, kind: str, fields: Mapping[str, object]) -> bytes:
+    """One canonical line, without its newline: seq, at, prev, kind, then the kind's fields in
+    their declared order, None left out, a `Label` written as `{"class","untrusted"}`.
+
+    Raises ValueError for anything `parse_line` would refuse (an unknown kind or field, a
+    wrong type, a lone surrogate, a line over MAX_LINE_BYTES): nothing bad is ever written.
+    """
+    values = {
+        k: label_json(v) if isinstance(v, Label) else v for k, v in fields.items() if v is not None
+    }
+    problem = _header_problem(seq, at, prev) or _fields_problem(kind, values)
+    if problem is not None:
+        raise ValueError(f"cannot build a ledger record: {problem}")
+    return _encode(seq, at, prev, kind, values)
+
+
+def _encode(seq: int, at: str, prev: str, kind: str, values: Mapping[str, object]) -> bytes:
+    record: Record = {"seq": seq, "at": at, "prev": prev, "kind": kind}
+    for field in KINDS[kind]:
+        if field.name in values:
+            record[field.name] = values[field.name]
+    # A lone surrogate raises UnicodeEncodeError, a ValueError.
+    line = _ENCODER.encode(record).encode("utf-8")
+    if len(line) > MAX_LINE_BYTES:
+        raise ValueError(f"cannot build a ledger record: longer than {MAX_LINE_BYTES} bytes")
+    return line
+
+
+def line_hash(line: bytes) -> str:
+    """Hex SHA-256 of a line's bytes, without its newline: the next record's `prev`."""
+    return hashlib.sha256(line).hexdigest()
+
+
+def ledger_arguments(raw: str, canonical: str | None) -> str:
+    """What a decision records as `arguments`: the canonical JSON when the arguments parsed,
+    else the model's raw string cut to 4096 characters. A lone surrogate becomes U+FFFD, so
+    hostile arguments can never make a decision unrecordable."""
+    text = canonical if canonical is not None else raw[:MAX_RAW_ARGUMENTS]
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return text
+
+
+def decision(
+    *,
+    session: str,
+    call: str,
+    tool: str,
+    arguments: str,
+    label: Label,
+    outcome: DecisionOutcome,
+    reason: str | None = None,
+    grant: str | None = None,
+    grant_sha256: str | None = None,
+    approval: str | None = None,
+) -> Entry:
+    """`arguments` is `ledger_arguments(...)`; `label` is the session's label before."""
+    return "decision", {
+        "session": session, "call": call, "tool": tool, "arguments": arguments,
+        "label": label, "outcome": outcome, "reason": reason, "grant": grant,
+        "grant_sha256": grant_sha256, "approval": approval,
+    }  # fmt: skip
+
+
+def verdict(
+    *,
+    approval: str,
+    approve: bool,
+    by: str,
+    scope: Literal["once", "session"],
+    outcome: VerdictOutcome,
+    reason: str | None = None,
+) -> Entry:
+    """The owner's answer; `outcome` (and `reason` when denied) is what redecide made of it."""
+    return "verdict", {
+        "approval": approval, "approve": approve, "by": by, "scope": scope,
+        "outcome": outcome, "reason": reason,
+    }  # fmt: skip
+
+
+def executed(
+    *,
+    session: str,
+    call: str,
+    ok: bool,
+    exit_code: int | None = None,
+    output_sha256: str | None = None,
+    output_bytes: int | None = None,
+    label: Label | None = None,
+    ms: int | None = None,
+) -> Entry:
+    """A call that ran; `label` is the label its result carries (§5.5)."""
+    return "executed", {
+        "session": session, "call": call, "ok": ok, "exit": exit_code,
+        "output_sha256": output_sha256, "output_bytes": output_bytes, "label": label, "ms": ms,
+    }  # fmt: skip
+
+
+def raised(*, session: str, from_: Label, to: Label) -> Entry:
+    return "raised", {"session": session, "from": from_, "to": to}
+
+
+def absorbed(*, parent: str, child: str, to: Label) -> Entry:
+    return "absorbed", {"parent": parent, "child": child, "to": to}
+
+
+def started(*, pid: int, version: str) -> Entry:
+    return "started", {"pid": pid, "version": version}
+
+
+def recovered(*, cut_bytes: int, why: str) -> Entry:
+    return "recovered", {"cut_bytes": cut_bytes, "why": why}
+
+
+# --- checking ------------------------------------------------------------------------------
+
+
+def _show(value: object) -> str:
+    """A hostile value, shown safely on one short line."""
+    try:
+        text = json.dumps(value, ensure_ascii=True, default=repr)
+    except (ValueError, RecursionError):
+        return "(a value nested too deeply)"
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def parse_line(line: bytes) -> Record | str:
+    """The record a line holds, or why it is not one (its shape only, not its place in the
+    chain). Any flipped byte either makes the line invalid here or changes its hash."""
+    if len(line) > MAX_LINE_BYTES:
+        return f"longer than {MAX_LINE_BYTES} bytes"
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return f"not UTF-8 (byte 0x{line[e.start]:02x} at offset {e.start})"
+    try:
+        value = json.loads(text, parse_constant=_no_constant)
+    except json.JSONDecodeError as e:
+        return f"not JSON ({e.msg.removesuffix(' at')} at column {e.colno})"
+    except RecursionError:
+        return "not JSON (nested too deeply)"
+    except ValueError as e:  # a number too long, NaN
+        return f"not JSON ({str(e).splitlines()[0][:60]})"
+    if not isinstance(value, dict):
+        return f"not a JSON object (a JSON {_JSON_NAMES.get(type(value), 'value')})"
+    if list(value)[:4] != list(_HEADER):
+        return "does not start with seq, at, prev, kind"
+    seq, at, prev, kind = (value[k] for k in _HEADER)
+    fields = {k: v for k, v in value.items() if k not in _HEADER}
+    problem = _header_problem(seq, at, prev) or _fields_problem(kind, fields)
+    if problem is not None:
+        return problem
+    assert isinstance(seq, int) and isinstance(at, str)
+    assert isinstance(prev, str) and isinstance(kind, str)
+    try:
+        canonical = _encode(seq, at, prev, kind, fields)
+    except ValueError:  # a lone surrogate written as an escape
+        return "not valid Unicode"
+    if canonical != line:
+        return "not in canonical form"
+    return value
+
+
+_JSON_NAMES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}
+_JSON_NAMES[type(None)] = "null"
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not allowed")
+
+
+@dataclass(frozen=True, slots=True)
+class ChainReport:
+    """What a walk over the ledger found. `str()` is what `bxctl audit verify` prints."""
+
+    records: int  # good records before the first problem (all of them when ok)
+    head: Head  # the last good record
+    bad_line: int | None = None  # 1-based
+    why: str | None = None  # one line, naming the line: "line 17: prev does not match ..."
+    torn: bool = False  # the only problem is a last line that never ended (open cuts it)
+
+    @property
+    def ok(self) -> bool:
+        return self.why is None
+
+    def __str__(self) -> str:
+        return f"ok: {self.records} records" if self.why is None else self.why
+
+
+class ChainCheck:
+    """Walks a chain one line at a time; stops taking lines at the first problem.
+
+    `witness` is a head seen earlier (by the owner, or by the ledger before a failure): the
+    chain must hold a record at its seq with its hash, else it has been cut or rewritten.
+    """
+
+    def __init__(self, witness: Head | None = None, witness_name: str = "the head seen") -> None:
+        self.head = Head(0, GENESIS)
+        self.bad_line: int | None = None
+        self.why: str | None = None
+        self.shape_problem = False  # the bad line is not a record at all (vs. a chain break)
+        self._witness = witness
+        self._witness_name = witness_name
+
+    def feed(self, line: bytes) -> Record | None:
+        """The next line (without its newline): its record, or None when it is bad (or a
+        problem was already found)."""
+        if self.why is not None:
+            return None
+        number = self.head.seq + 1
+        record = parse_line(line)
+        if isinstance(record, str):
+            self._fail(number, record, shape=True)
+            return None
+        if record["seq"] != number:
+            self._fail(number, f"seq is {record['seq']}, expected {number}")
+            return None
+        if record["prev"] != self.head.hash:
+            after = f"the hash of line {number - 1}" if number > 1 else "64 zeros (genesis)"
+            self._fail(number, f"prev does not match {after}")
+            return None
+        head = Head(number, line_hash(line))
+        w = self._witness
+        if w is not None and w.seq == number and w.hash != head.hash:
+            self._fail(number, f"does not match {self._witness_name} (seq {w.seq}): tampered")
+            return None
+        self.head = head
+        return record
+
+    def _fail(self, number: int, why: str, *, shape: bool = False) -> None:
+        self.bad_line, self.why, self.shape_problem = number, f"line {number}: {why}", shape
+
+    def report(self) -> ChainReport:
+        """The result so far; with a witness, also whether the chain reached it."""
+        w = self._witness
+        if self.why is None and w is not None and self.head.seq < w.seq:
+            why = (
+                f"the ledger ends at seq {self.head.seq}, before {self._witness_name} "
+                f"(seq {w.seq}): cut or rewritten"
+            )
+            return ChainReport(self.head.seq, self.head, None, why)
+        return ChainReport(self.head.seq, self.head, self.bad_line, self.why)
+
+
+def check_chain(lines: Iterable[bytes], *, witness: Head | None = None) -> ChainReport:
+    """Checks each line (without newline) is a canonical record, seq runs 1, 2, 3..., and prev
+    is the previous line's hash. A change to line k is found at line k (the line is no record)
+    or at line k+1 (prev); a change to the last line only against a `witness` head."""
+    check = ChainCheck(witness)
+    for line in lines:
+        if check.feed(line) is None:
+            break
+    return check.report()
