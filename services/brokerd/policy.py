@@ -1,0 +1,147 @@
+"""The decision (SPEC §5.2–5.5): a session's label, a call and the grants in; a verdict out.
+
+`decide` walks the steps of §5.2 in order and `redecide` runs them again when the owner
+approves (a denial then still wins). Each step can be written to a `trace`, which is what
+`bxctl explain` shows. Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bxcore.deny import DenyReason
+from bxcore.labels import CLEAN, DataClass, Label
+from bxcore.messages import AskWhy
+from bxcore.tools import BROKERED, Match, Result
+from services.brokerd import args as argsmod
+from services.brokerd.args import ArgsError, ToolArgs, host_matches, inside
+from services.brokerd.grants import Grant, Mode
+
+
+@dataclass(frozen=True, slots=True)
+class Allowed:
+    winner: Grant
+    args: ToolArgs
+    label: Label | None  # what the result carries; None when the runner reports it
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    winner: Grant
+    args: ToolArgs
+    why: AskWhy
+
+
+@dataclass(frozen=True, slots=True)
+class Denied:
+    reason: DenyReason
+    detail: str | None = None  # for invalid_arguments only (§4.3)
+    grant: Grant | None = None  # the grant that decided it, where one did
+    args: ToolArgs | None = None
+
+
+Decision = Allowed | Ask | Denied
+
+
+def _matches(grant: Grant, args: ToolArgs, match: Match) -> bool:
+    if grant.tool != args.tool:
+        return False
+    if match is Match.PATH:
+        return grant.path is not None and args.path is not None and inside(grant.path, args.path)
+    if match is Match.CWD:
+        return grant.path is not None and inside(grant.path, args.cwd or "/")
+    if match is Match.HOST:
+        return (
+            grant.host is not None and args.host is not None and host_matches(grant.host, args.host)
+        )
+    return True
+
+
+def specificity(grant: Grant) -> tuple[int, int]:
+    """Bigger is more specific (§5.3): path components; for hosts, exact, then a longer base."""
+    if grant.path is not None:
+        return (0, 0 if grant.path == "/" else grant.path.count("/"))
+    if grant.host is not None:
+        if grant.host.startswith("*."):
+            return (0, len(grant.host) - 2)
+        return (1, len(grant.host))
+    return (0, 0)
+
+
+def _rank(grant: Grant) -> tuple[tuple[int, int], int, str]:
+    """Sort key: most specific first, then `ask` before `allow`, then the smaller id."""
+    neg = specificity(grant)
+    return ((-neg[0], -neg[1]), 0 if grant.mode is Mode.ASK else 1, grant.id)
+
+
+def result_label(winner: Grant, result: Result) -> Label | None:
+    """The label of what a call under `winner` returns (§5.5)."""
+    if result is Result.WINNER:
+        return Label(winner.class_, winner.untrusted)
+    if result is Result.FETCHED:
+        return Label(DataClass.PUBLIC, winner.untrusted)
+    if result is Result.CLEAN:
+        return CLEAN
+    return None
+
+
+def decide(
+    label: Label,
+    tool: str,
+    arguments: str,
+    grants: Sequence[Grant],
+    trace: list[str] | None = None,
+) -> Decision:
+    """What brokerd does with this call from a session holding `label` (§5.2)."""
+    note = trace.append if trace is not None else _ignore
+    spec = BROKERED.get(tool)
+    if spec is None:  # 1
+        note(f"{tool!r} is not a tool")
+        return Denied(DenyReason.UNKNOWN_TOOL)
+    try:  # 2
+        args = argsmod.parse(tool, arguments)
+    except ArgsError as error:
+        note(f"the arguments are not valid: {error.detail()}")
+        return Denied(DenyReason.INVALID_ARGUMENTS, detail=error.detail())
+    note(f"arguments: {args.canonical_json()}")
+    matching = sorted((g for g in grants if _matches(g, args, spec.match)), key=_rank)
+    if not matching:  # 3
+        note(f"no grant of {tool} matches")
+        return Denied(DenyReason.NO_GRANT, args=args)
+    note("matching grants: " + ", ".join(f"{g.id} ({g.mode})" for g in matching))
+    denies = [g for g in matching if g.mode is Mode.DENY]
+    if denies:  # 4: an explicit deny always wins
+        note(f"{denies[0].id} denies it, and a deny always wins")
+        return Denied(DenyReason.DENIED_BY_GRANT, grant=denies[0], args=args)
+    winner = matching[0]  # 5
+    note(f"winner: {winner.id} ({winner.mode}, class {winner.class_})")
+    if spec.sink and not label.class_.at_most(winner.class_):  # 6
+        note(
+            f"flow: the session holds {label.class_} data, which may not go to "
+            f"{winner.id}'s {winner.class_} place"
+        )
+        return Denied(DenyReason.FLOW_VIOLATION, grant=winner, args=args)
+    if spec.sink:
+        note(f"flow: {label.class_} data may go to a {winner.class_} place")
+    if spec.sink and label.untrusted:  # 7
+        note("the session holds untrusted content, so the owner must approve this call")
+        return Ask(winner, args, AskWhy.UNTRUSTED)
+    if winner.mode is Mode.ASK:  # 8
+        note(f"{winner.id} asks the owner")
+        return Ask(winner, args, AskWhy.GRANT_ASKS)
+    note(f"{winner.id} allows it")
+    return Allowed(winner, args, result_label(winner, spec.result))
+
+
+def redecide(label: Label, tool: str, arguments: str, grants: Sequence[Grant]) -> Allowed | Denied:
+    """After the owner approved: the same steps again; a denial wins, anything else runs."""
+    decision = decide(label, tool, arguments, grants)
+    if isinstance(decision, Ask):
+        spec = BROKERED[tool]
+        return Allowed(decision.winner, decision.args, result_label(decision.winner, spec.result))
+    return decision
+
+
+def _ignore(_: str) -> None:
+    pass

@@ -1,0 +1,122 @@
+"""Session labels on disk (SPEC §6.2–6.3): `{home}/state/broker/<session>.json`.
+
+brokerd is the only writer of this folder. A label only rises: `raise_` writes the join,
+atomically (temporary file, fsync, rename, fsync of the folder). A session with no file is
+private and trusted and reading it creates nothing, except a `sub-<parent>-<n>` child, which
+inherits its parent's label the first time it is read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from bxcore.ids import valid_session
+from bxcore.labels import SESSION_DEFAULT, DataClass, Label
+
+MAX_STATE_BYTES = 4096
+
+
+class StateError(Exception):
+    """A state file cannot be read or written; the text names it and why."""
+
+
+def parent_of_sub(session: str) -> str | None:
+    """The parent of a `sub-<parent>-<n>` id, or None for any other id (§6.3)."""
+    if not session.startswith("sub-"):
+        return None
+    parent, dash, n = session[len("sub-") :].rpartition("-")
+    if not dash or not n or not (n.isascii() and n.isdigit()):
+        return None
+    return parent if valid_session(parent) else None
+
+
+def encode_label(label: Label) -> bytes:
+    return json.dumps({"class": label.class_.value, "untrusted": label.untrusted}).encode()
+
+
+def decode_label(data: bytes) -> Label:
+    """A state file's bytes, strictly: exactly `class` and `untrusted`; ValueError otherwise."""
+    value = json.loads(data.decode("utf-8"))
+    if not isinstance(value, dict) or set(value) != {"class", "untrusted"}:
+        raise ValueError("expected exactly the keys class and untrusted")
+    if value["class"] not in DataClass.__members__.values() or type(value["untrusted"]) is not bool:
+        raise ValueError("class or untrusted has a wrong value")
+    return Label(DataClass(value["class"]), value["untrusted"])
+
+
+class StateStore:
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def __repr__(self) -> str:
+        return f"StateStore({self.folder})"
+
+    def _file(self, session: str) -> Path:
+        if not valid_session(session):
+            raise StateError(f"{session!r} is not a session id")
+        return self.folder / f"{session}.json"
+
+    def read(self, session: str) -> Label:
+        """The session's label; a missing `sub-*` file inherits from its parent (§6.3)."""
+        on_disk = self._read_file(self._file(session))
+        if on_disk is not None:
+            return on_disk
+        parent = parent_of_sub(session)
+        if parent is None:
+            return SESSION_DEFAULT
+        return self.raise_(session, SESSION_DEFAULT, self.read(parent))
+
+    def raise_(self, session: str, current: Label, label: Label) -> Label:
+        """Raise `session` from `current` by `label` and return the result.
+
+        What is on disk is joined in too, so a stale `current` can never lower the label. The
+        file is written when the result differs from it, or when there is none."""
+        path = self._file(session)
+        on_disk = self._read_file(path)
+        joined = current.join(label) if on_disk is None else on_disk.join(current).join(label)
+        if joined == on_disk:
+            return joined
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _write_atomically(path, encode_label(joined))
+        except OSError as error:
+            raise StateError(f"cannot write {path}: {error.strerror}") from None
+        return joined
+
+    def _read_file(self, path: Path) -> Label | None:
+        try:
+            with open(path, "rb") as file:
+                data = file.read(MAX_STATE_BYTES + 1)
+        except FileNotFoundError:
+            return None
+        except OSError as error:
+            raise StateError(f"cannot read {path}: {error.strerror}") from None
+        try:
+            if len(data) > MAX_STATE_BYTES:
+                raise ValueError(f"larger than {MAX_STATE_BYTES} bytes")
+            return decode_label(data)
+        except (ValueError, RecursionError) as error:
+            raise StateError(f"{path} is damaged: {_first_line(error)}") from None
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(temporary, path)
+    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).splitlines()
+    return lines[0] if lines else type(error).__name__
