@@ -1,0 +1,83 @@
+"""The `bxctl` command line (SPEC §13): the global options and the command groups.
+
+Each command is a thin shell over a library call; what it prints goes through
+`bxctl.output`. Errors are one line on standard error and exit 1 (2 for usage), with a
+traceback only under `--debug`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from dataclasses import dataclass
+from typing import Annotated
+
+import typer
+
+from bxcore.home import Home
+from bxctl import audit_cmds, grant_cmds
+from bxctl.init import init_home
+from bxctl.output import CommandError, say
+
+app = typer.Typer(
+    name="bxctl",
+    help="Run and inspect boxmaker: the owner's side of the box.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+app.add_typer(grant_cmds.app, name="grant")
+app.add_typer(audit_cmds.app, name="audit")
+
+
+@dataclass(frozen=True)
+class Options:
+    home: Home
+    debug: bool
+
+
+@app.callback()
+def main_options(
+    ctx: typer.Context,
+    home: Annotated[
+        str | None,
+        typer.Option("--home", metavar="DIR", help="The home folder (else $BX_HOME)."),
+    ] = None,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
+) -> None:
+    ctx.obj = Options(Home.resolve(home, os.environ), debug)
+
+
+@app.command()
+def init(ctx: typer.Context) -> None:
+    """Create the home folder: keys, a commented config.toml and the starter grants."""
+    home: Home = ctx.obj.home
+    made = init_home(home)
+    for line in made:
+        say(f"created {line}")
+    say(f"ready: {home.root}" if made else f"already initialised: {home.root}", style="green")
+
+
+def main() -> None:
+    """The console script: run the app, and turn our errors into one line."""
+    debug = "--debug" in sys.argv[1:]
+    try:
+        app()
+    except CommandError as error:
+        _error(str(error), debug)
+        sys.exit(error.code)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as error:  # a bug or an unforeseen OS error: still one line
+        from bxcore.errors import one_line
+
+        _error(one_line(error), debug)
+        sys.exit(1)
+
+
+def _error(message: str, debug: bool) -> None:
+    if debug:
+        traceback.print_exc()
+    typer.echo(f"bxctl: {message}", err=True)
