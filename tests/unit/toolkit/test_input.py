@@ -1,0 +1,102 @@
+"""Reading and parsing the arguments in-process: the fast path (`_json`) and the slow (`json`)
+give the same answers, and the input is never read past 2 MiB + 1 bytes."""
+
+from __future__ import annotations
+
+import io
+import sys
+
+import pytest
+
+from services.toolkit.__main__ import run
+from services.toolkit.input import (
+    MAX_INPUT,
+    ArgumentsError,
+    InputError,
+    parse_arguments,
+    quoted,
+    read_input,
+)
+from services.toolkit.outcome import Outcome
+
+SHELL_FIELDS = (("command", True), ("cwd", False))
+
+TEXTS = [
+    '{"command":"ls"}',
+    '{"command":"ls","cwd":"/tmp"}',
+    ' {"cwd" : "/", "command" : "a\\u00e9\\n\\"b"} ',
+    '{"command":"☃ 𝄞"}',
+    '{"command":""}',
+    '{"command":"ls","cwd":"/","command":"x"}',
+    '{"command":1}',
+    '{"command":"ls"} []',
+    "[]",
+    "",
+    "null",
+    "{",
+    '{"command":"\\ud83d"}',
+    '{"command":Infinity}',
+    '{"command":"ls",}',
+]
+
+
+def _parse(text: str) -> dict[str, str] | str:
+    try:
+        return parse_arguments(text, SHELL_FIELDS)
+    except ArgumentsError as error:
+        return f"error: {error}"
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_the_fast_and_the_slow_parser_agree(text, monkeypatch) -> None:
+    fast = _parse(text)
+    monkeypatch.setitem(sys.modules, "_json", None)  # import _json now fails: json.loads parses
+    monkeypatch.delitem(sys.modules, "json", raising=False)
+    monkeypatch.delitem(sys.modules, "json.decoder", raising=False)
+    monkeypatch.delitem(sys.modules, "json.scanner", raising=False)
+    assert _parse(text) == fast
+
+
+def test_a_valid_object_gives_its_fields() -> None:
+    assert parse_arguments(' {"cwd":"/","command":"a\\u00e9"} ', SHELL_FIELDS) == {
+        "cwd": "/",
+        "command": "aé",
+    }
+
+
+def test_the_input_is_never_read_past_2_mib_and_one_byte() -> None:
+    stream = io.BytesIO(b" " * (5 * MAX_INPUT))
+    with pytest.raises(InputError, match=r"^the arguments are larger than 2097152 bytes$"):
+        read_input(stream)
+    assert stream.tell() == MAX_INPUT + 1
+
+
+def test_a_closed_standard_input_is_no_arguments() -> None:
+    assert read_input(None) == ""
+
+
+def test_run_is_the_whole_program_without_a_process(tmp_path) -> None:
+    (tmp_path / "f").write_text("hi")
+    stdin = io.BytesIO(f'{{"path":"{tmp_path}/f"}}'.encode())
+    assert run("read_file", stdin) == Outcome.done("hi")
+    assert run("nope", io.BytesIO(b"{}")) == Outcome.misuse('toolkit: unknown tool "nope"')
+    outcome = run("shell", io.BytesIO(b'{"command":"pwd"}'), {"BX_ROOT": str(tmp_path)})
+    assert outcome == Outcome.done(f"{tmp_path}\n[exit status 0]")
+
+
+def test_misuse_never_shows_the_model_anything() -> None:
+    assert Outcome.misuse("toolkit: x") == Outcome(2, "", "toolkit: x")
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("read_file", '"read_file"'),
+        ("", '""'),
+        ('a"b\\c', '"a\\"b\\\\c"'),
+        ("a\nb\tc\x00\u2028", '"a\\nb\\tc\\u0000\\u2028"'),
+        ("x" * 101, '"' + "x" * 100 + '"…'),
+    ],
+)
+def test_a_name_is_quoted_on_one_line(text, shown) -> None:
+    assert quoted(text) == shown
