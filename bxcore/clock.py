@@ -19,3 +19,12 @@ def rfc3339(epoch_ms: int) -> str:
     seconds, millis = divmod(epoch_ms, 1000)
     moment = datetime.datetime.fromtimestamp(seconds, datetime.UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{millis:03d}Z"
+
+
+def parse_rfc3339(text: str) -> int:
+    """`rfc3339`'s output back to milliseconds since the epoch; ValueError otherwise."""
+    if len(text) != 24 or not text.endswith("Z"):
+        raise ValueError(f"not a boxmaker timestamp: {text!r}")
+    moment = datetime.datetime.strptime(text[:19], "%Y-%m-%dT%H:%M:%S")
+    seconds = int(moment.replace(tzinfo=datetime.UTC).timestamp())
+    return seconds * 1000 + int(text[20:23])

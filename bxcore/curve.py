@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import zmq
 import zmq.auth
@@ -113,9 +114,7 @@ class AllowList:
         return f"AllowList({', '.join(sorted(self.allowed.values()))})"
 
 
-def start_zap(
-    ctx: zmq.Context[zmq.Socket[bytes]], domains: dict[str, AllowList]
-) -> AsyncioAuthenticator:
+def start_zap(ctx: zmq.Context[Any], domains: dict[str, AllowList]) -> AsyncioAuthenticator:
     """Start this process's one ZAP handler (inside a running event loop)."""
     auth = AsyncioAuthenticator(ctx)
     auth.start()

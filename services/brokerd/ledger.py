@@ -398,6 +398,10 @@ class Ledger:
         """That call's records (I8), or None if it was never decided."""
         return self._index.calls.get((session, call))
 
+    def calls(self) -> list[CallRecords]:
+        """Every call's records, in the order they were decided (to rebuild approvals)."""
+        return list(self._index.calls.values())
+
     def approval(self, approval_id: str) -> tuple[str, str] | None:
         """The (session, call) an approval id was made for, or None."""
         return self._index.approvals.get(approval_id)

@@ -137,10 +137,13 @@ def decide(
 def redecide(label: Label, tool: str, arguments: str, grants: Sequence[Grant]) -> Allowed | Denied:
     """After the owner approved: the same steps again; a denial wins, anything else runs."""
     decision = decide(label, tool, arguments, grants)
-    if isinstance(decision, Ask):
-        spec = BROKERED[tool]
-        return Allowed(decision.winner, decision.args, result_label(decision.winner, spec.result))
-    return decision
+    return approved(decision) if isinstance(decision, Ask) else decision
+
+
+def approved(ask: Ask) -> Allowed:
+    """An ask the owner approved: it runs as if its winner had allowed it."""
+    spec = BROKERED[ask.args.tool]
+    return Allowed(ask.winner, ask.args, result_label(ask.winner, spec.result))
 
 
 def _ignore(_: str) -> None:

@@ -11,9 +11,9 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Literal, NamedTuple
 
+from bxcore.clock import rfc3339
 from bxcore.labels import DataClass, Label
 
 GENESIS = "0" * 64
@@ -89,6 +89,7 @@ KINDS: Mapping[str, tuple[Field, ...]] = {
         Field("grant", _STR, False),
         Field("grant_sha256", _STR, False),
         Field("approval", _STR, False),
+        Field("why", _STR, False),  # for pending: why the owner is asked (§9.1)
     ),
     "verdict": (
         Field("approval", _STR),
@@ -123,11 +124,7 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 # --- building ------------------------------------------------------------------------------
 
 
-def format_at(epoch_ms: int) -> str:
-    """UTC, RFC 3339, milliseconds: `2026-11-30T02:34:30.123Z`."""
-    seconds, millis = divmod(epoch_ms, 1000)
-    moment = datetime.fromtimestamp(seconds, tz=UTC)
-    return f"{moment:%Y-%m-%dT%H:%M:%S}.{millis:03d}Z"
+format_at = rfc3339  # UTC, RFC 3339, milliseconds: `2026-11-30T02:34:30.123Z`
 
 
 def label_json(label: Label) -> dict[str, object]:
@@ -220,12 +217,13 @@ def decision(
     grant: str | None = None,
     grant_sha256: str | None = None,
     approval: str | None = None,
+    why: str | None = None,
 ) -> Entry:
     """`arguments` is `ledger_arguments(...)`; `label` is the session's label before."""
     return "decision", {
         "session": session, "call": call, "tool": tool, "arguments": arguments,
         "label": label, "outcome": outcome, "reason": reason, "grant": grant,
-        "grant_sha256": grant_sha256, "approval": approval,
+        "grant_sha256": grant_sha256, "approval": approval, "why": why,
     }  # fmt: skip
 
 

@@ -1,0 +1,60 @@
+"""Event streams (SPEC §2.3): a PUB socket that never blocks its daemon, and a SUB socket.
+
+PUB/SUB may drop messages, so a subscriber that (re)connects asks for the current state
+before it trusts the stream; a publisher whose subscribers are slow drops, never waits.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import zmq
+import zmq.asyncio
+
+from bxcore import wire
+from bxcore.router import tune
+
+log = logging.getLogger(__name__)
+
+
+class Publisher:
+    def __init__(self, ctx: zmq.asyncio.Context, endpoint: str, *, service: str) -> None:
+        self.endpoint = endpoint
+        self.service = service
+        self.sent = 0
+        self.dropped = 0
+        self._socket = ctx.socket(zmq.PUB)
+        tune(self._socket)
+        self._socket.bind(endpoint)
+
+    def __repr__(self) -> str:
+        return f"Publisher({self.service} at {self.endpoint}, {self.sent} sent)"
+
+    def publish(self, message: Any) -> None:
+        try:
+            self._socket.send(wire.encode(message), flags=zmq.NOBLOCK)
+            self.sent += 1
+        except zmq.Again:
+            self.dropped += 1
+
+    def close(self) -> None:
+        self._socket.close(linger=0)
+
+
+async def subscribe(ctx: zmq.asyncio.Context, endpoint: str) -> AsyncIterator[Any]:
+    """Every message published at `endpoint`, decoded; frames that do not decode are skipped."""
+    socket = ctx.socket(zmq.SUB)
+    tune(socket)
+    socket.setsockopt(zmq.SUBSCRIBE, b"")
+    socket.connect(endpoint)
+    try:
+        while True:
+            frame = await socket.recv()
+            try:
+                yield wire.decode(frame)
+            except wire.DecodeError as error:
+                log.warning("skipped a bad event from %s: %s", endpoint, error)
+    finally:
+        socket.close(linger=0)

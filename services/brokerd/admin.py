@@ -1,0 +1,151 @@
+"""The admin socket (SPEC §3.6, §9, §13): the owner's questions and verdicts, behind CURVE.
+
+Only the owner's key and gatewayd's may connect (the ZAP allow-list), so nothing on the model's
+side can approve a call, reload grants or read the ledger (I6). Tool calls are refused here,
+as admin messages are refused on the broker socket.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+
+from bxcore.messages import (
+    Absorb,
+    AuditRecords,
+    AuditReport,
+    AuditTail,
+    AuditVerify,
+    AwaitApproval,
+    Error,
+    ErrorCode,
+    Explain,
+    Explanation,
+    GrantInfo,
+    GrantList,
+    GrantsReload,
+    PendingList,
+    PendingQuery,
+    StateQuery,
+    ToolRequest,
+    Verdict,
+    VerdictRequest,
+)
+from bxcore.wire import MAX_MESSAGE
+from services.brokerd import policy
+from services.brokerd.broker import Broker
+from services.brokerd.desk import Desk
+from services.brokerd.grants import Grant, InvalidGrant, read_folder
+from services.brokerd.ledger import LedgerUnavailable, verify
+from services.brokerd.state import StateError
+
+BROKER_ONLY = (ToolRequest, AwaitApproval, Absorb)
+MAX_RECORDS_BYTES = MAX_MESSAGE - 64 * 1024
+
+
+def grant_info(grant: Grant | InvalidGrant) -> GrantInfo:
+    if isinstance(grant, InvalidGrant):
+        return GrantInfo(grant.id[:4096], grant.sha256, False, grant.problem[:4096])
+    return GrantInfo(
+        grant.id,
+        grant.sha256,
+        True,
+        None,
+        grant.tool,
+        grant.mode.value,
+        grant.path,
+        grant.host,
+        grant.class_.value,
+        grant.untrusted,
+        grant.note[:4096] or None,
+    )
+
+
+class Admin:
+    def __init__(self, broker: Broker, desk: Desk) -> None:
+        self.broker = broker
+        self.desk = desk
+
+    def __repr__(self) -> str:
+        return f"Admin({self.desk!r})"
+
+    async def handle(self, message: Any) -> Any:
+        if isinstance(message, VerdictRequest):
+            return await self.desk.verdict(message)
+        if isinstance(message, PendingQuery):
+            return PendingList(message.id, tuple(a.info() for a in self.desk.pending()))
+        if isinstance(message, GrantsReload):
+            grants = read_folder(self.broker.grants.folder)
+            every: list[Grant | InvalidGrant] = [*grants.valid, *grants.invalid]
+            every.sort(key=lambda g: g.id)
+            return GrantList(message.id, tuple(grant_info(g) for g in every))
+        if isinstance(message, AuditTail):
+            return self.audit_tail(message)
+        if isinstance(message, AuditVerify):
+            return await self.audit_verify(message)
+        if isinstance(message, StateQuery):
+            return self.broker.state_query(message)
+        if isinstance(message, Explain):
+            return self.explain(message)
+        request_id = getattr(message, "id", None) or "?"
+        if isinstance(message, BROKER_ONLY):
+            return Error(request_id, ErrorCode.WRONG_SOCKET, "this belongs on the broker socket")
+        return Error(
+            request_id, ErrorCode.BAD_MESSAGE, f"the admin socket does not take {message.TYPE}"
+        )
+
+    def audit_tail(self, message: AuditTail) -> Any:
+        """The newest records that fit in one message, oldest first."""
+        try:
+            found = self.broker.ledger.tail(message.n, message.session)
+        except LedgerUnavailable as error:
+            return Error(message.id, ErrorCode.UNAVAILABLE, str(error))
+        lines: list[str] = []
+        size = 0
+        for record in reversed(found):
+            line = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+            size += len(line.encode("utf-8")) * 2 + 8  # room for escaping inside the message
+            if size > MAX_RECORDS_BYTES:
+                break
+            lines.append(line)
+        lines.reverse()
+        return AuditRecords(message.id, tuple(lines))
+
+    async def audit_verify(self, message: AuditVerify) -> Any:
+        path = self.broker.ledger.path
+        try:
+            report = await anyio.to_thread.run_sync(verify, path)
+        except LedgerUnavailable as error:
+            return Error(message.id, ErrorCode.UNAVAILABLE, str(error))
+        return AuditReport(
+            message.id,
+            report.ok,
+            report.records,
+            report.head.seq,
+            report.head.hash,
+            None if report.why is None else report.why[:4096],
+        )
+
+    def explain(self, message: Explain) -> Any:
+        """What brokerd would decide for this call now, step by step; nothing is recorded."""
+        try:
+            label = self.broker.state.read(message.session)
+        except StateError as error:
+            return Error(message.id, ErrorCode.UNAVAILABLE, str(error))
+        trace: list[str] = [
+            f"session {message.session}: {label.class_}, "
+            f"{'untrusted' if label.untrusted else 'trusted'}"
+        ]
+        grants = self.broker.grants.current()
+        if grants.invalid:
+            names = ", ".join(g.id for g in grants.invalid)
+            trace.append(f"invalid grants, never matching: {names}")
+        decision = policy.decide(label, message.tool, message.arguments, grants.valid, trace)
+        steps = tuple(step[:4096] for step in trace)
+        if isinstance(decision, policy.Denied):
+            winner = decision.grant.id if decision.grant else None
+            return Explanation(message.id, Verdict.DENIED, label, steps, decision.reason, winner)
+        verdict = Verdict.ASK if isinstance(decision, policy.Ask) else Verdict.ALLOWED
+        return Explanation(message.id, verdict, label, steps, None, decision.winner.id)

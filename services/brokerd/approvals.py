@@ -1,0 +1,142 @@
+"""Approvals (SPEC §9) as data: each is `pending` until the owner approves or refuses it, or
+it expires; a table says which moves exist, and nothing else moves an approval.
+
+Pure: no I/O, no clock (`now_ms` is passed in) and no randomness (ids are drawn by the caller
+through `new_id`). brokerd rebuilds this table from the ledger at start.
+"""
+
+from __future__ import annotations
+
+import enum
+import secrets
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+
+from bxcore.clock import rfc3339
+from bxcore.labels import Label
+from bxcore.messages import ApprovalInfo, ApprovalState, AskWhy
+
+ALPHABET = "abcdefghijklmnopqrstuvwxyz23456789"
+ID_LENGTH = 8
+
+
+class Move(enum.StrEnum):
+    APPROVE = "approve"
+    REFUSE = "refuse"
+    EXPIRE = "expire"
+
+
+#: The whole life of an approval: (state, move) -> next state. Anything else is refused.
+TABLE: dict[tuple[ApprovalState, Move], ApprovalState] = {
+    (ApprovalState.PENDING, Move.APPROVE): ApprovalState.APPROVED,
+    (ApprovalState.PENDING, Move.REFUSE): ApprovalState.REFUSED,
+    (ApprovalState.PENDING, Move.EXPIRE): ApprovalState.EXPIRED,
+}
+
+
+class AlreadySettled(Exception):
+    pass
+
+
+class UnknownApproval(Exception):
+    pass
+
+
+def random_id() -> str:
+    return "".join(secrets.choice(ALPHABET) for _ in range(ID_LENGTH))
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    id: str
+    session: str
+    call: str
+    tool: str
+    arguments: str  # canonical: exactly what runs if the owner approves
+    grant: str
+    grant_sha256: str
+    label: Label
+    why: AskWhy
+    requested_ms: int
+    expires_ms: int
+    state: ApprovalState = ApprovalState.PENDING
+
+    def info(self) -> ApprovalInfo:
+        return ApprovalInfo(
+            self.id,
+            self.session,
+            self.call,
+            self.tool,
+            self.arguments,
+            self.grant,
+            self.label,
+            self.why,
+            rfc3339(self.requested_ms),
+            rfc3339(self.expires_ms),
+        )
+
+    def __repr__(self) -> str:
+        return f"Approval({self.id} {self.state}: {self.tool} for {self.session}/{self.call})"
+
+
+class Approvals:
+    """Every approval brokerd knows, and the session-scoped approvals (§9.2)."""
+
+    def __init__(self, new_id: Callable[[], str] = random_id) -> None:
+        self._new_id = new_id
+        self._all: dict[str, Approval] = {}
+        self._scopes: dict[tuple[str, str, str], str] = {}  # (session, grant, sha) -> approval
+
+    def __repr__(self) -> str:
+        return f"Approvals({len(self.pending())} pending of {len(self._all)})"
+
+    def fresh_id(self) -> str:
+        while True:
+            candidate = self._new_id()
+            if candidate not in self._all:
+                return candidate
+
+    def add(self, approval: Approval) -> None:
+        self._all[approval.id] = approval
+
+    def get(self, approval_id: str) -> Approval:
+        try:
+            return self._all[approval_id]
+        except KeyError:
+            raise UnknownApproval(f"no approval {approval_id}") from None
+
+    def pending(self) -> list[Approval]:
+        return [a for a in self._all.values() if a.state is ApprovalState.PENDING]
+
+    def move(self, approval_id: str, move: Move) -> Approval:
+        """Apply `move` by the table; AlreadySettled when the approval has left `pending`."""
+        current = self.get(approval_id)
+        state = TABLE.get((current.state, move))
+        if state is None:
+            raise AlreadySettled(f"approval {approval_id} is already {current.state}")
+        moved = replace(current, state=state)
+        self._all[approval_id] = moved
+        return moved
+
+    def due(self, now_ms: int) -> list[Approval]:
+        """The pending approvals whose time is up."""
+        return [a for a in self.pending() if a.expires_ms <= now_ms]
+
+    def next_expiry(self) -> int | None:
+        times = [a.expires_ms for a in self.pending()]
+        return min(times) if times else None
+
+    def remember_scope(self, approval: Approval) -> None:
+        """A session-scoped approval covers later asks of the same grant version (§9.2)."""
+        if approval.why is AskWhy.GRANT_ASKS:
+            self._scopes[(approval.session, approval.grant, approval.grant_sha256)] = approval.id
+
+    def covering(self, session: str, grant: str, sha256: str, why: AskWhy) -> str | None:
+        """The session-scoped approval that covers this ask, if any; never an untrusted one."""
+        if why is not AskWhy.GRANT_ASKS:
+            return None
+        return self._scopes.get((session, grant, sha256))
+
+    def load(self, approvals: Iterable[Approval]) -> None:
+        for approval in approvals:
+            self.add(approval)

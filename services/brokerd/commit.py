@@ -1,0 +1,115 @@
+"""Group commit (SPEC §7): records queued by concurrent calls share one write and one fsync.
+
+A caller awaits `append` and is resumed only after the fsync that covers its records has
+returned, so nothing is answered or run before its record is durable (I1). The write runs on
+the event loop itself: while it blocks, new requests wait in their sockets, and the next
+batch takes all of them. Any failure fails every call in the batch and, through the ledger,
+every call after it (`audit_unavailable`) until the ledger is reopened and re-verified.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+import anyio
+import anyio.lowlevel
+
+from services.brokerd.ledger import Ledger, LedgerState, LedgerUnavailable
+from services.brokerd.records import Entry, Head
+
+log = logging.getLogger(__name__)
+
+REOPEN_EVERY_S = 5.0
+
+
+class _Slot:
+    """One caller's place in a batch: its records and, later, their heads or the failure."""
+
+    __slots__ = ("done", "entries", "error", "heads")
+
+    def __init__(self, entries: Sequence[Entry]) -> None:
+        self.entries = entries
+        self.done = anyio.Event()
+        self.heads: list[Head] = []
+        self.error: LedgerUnavailable | None = None
+
+
+class Committer:
+    def __init__(
+        self,
+        ledger: Ledger,
+        on_commit: Callable[[Head], None],
+        clock: Callable[[], float] = anyio.current_time,
+    ) -> None:
+        self.ledger = ledger
+        self._on_commit = on_commit
+        self._clock = clock
+        self._queue: list[_Slot] = []
+        self._wake = anyio.Event()
+        self._last_reopen = -REOPEN_EVERY_S
+        self.batches = 0
+
+    def __repr__(self) -> str:
+        return f"Committer({self.ledger!r}, {len(self._queue)} queued, {self.batches} batches)"
+
+    @property
+    def available(self) -> bool:
+        """Whether appends may be tried now (a failed ledger is reopened every few seconds)."""
+        if self.ledger.state is LedgerState.FAILED:
+            now = self._clock()
+            if now - self._last_reopen >= REOPEN_EVERY_S:
+                self._last_reopen = now
+                self._reopen()
+        return self.ledger.state is LedgerState.OK
+
+    def _reopen(self) -> None:
+        self.ledger.reopen()
+        if self.ledger.state is LedgerState.OK:
+            log.warning("the ledger was reopened and verified; writing again")
+
+    async def append(self, entries: Sequence[Entry]) -> list[Head]:
+        """Append `entries` and return their heads once they are durable."""
+        if not self.available:
+            raise LedgerUnavailable(self.ledger.problem or "the ledger cannot be written")
+        slot = _Slot(entries)
+        self._queue.append(slot)
+        self._wake.set()
+        await slot.done.wait()
+        if slot.error is not None:
+            raise slot.error
+        return slot.heads
+
+    async def run(self) -> None:
+        """The writer: one batch per wake-up, until cancelled."""
+        try:
+            while True:
+                await self._wake.wait()
+                self._wake = anyio.Event()
+                await anyio.lowlevel.checkpoint()  # let every ready task queue its records
+                batch, self._queue = self._queue, []
+                if batch:
+                    self._commit(batch)
+        finally:
+            stopping = LedgerUnavailable("brokerd is stopping")
+            for slot in self._queue:
+                slot.error = stopping
+                slot.done.set()
+
+    def _commit(self, batch: list[_Slot]) -> None:
+        entries = [entry for slot in batch for entry in slot.entries]
+        try:
+            heads = self.ledger.append_batch(entries)
+        except LedgerUnavailable as error:
+            log.error("the ledger cannot be written, so every call is denied: %s", error)
+            for slot in batch:
+                slot.error = error
+                slot.done.set()
+            return
+        self.batches += 1
+        start = 0
+        for slot in batch:
+            slot.heads = heads[start : start + len(slot.entries)]
+            start += len(slot.entries)
+            slot.done.set()
+        self._on_commit(heads[-1])

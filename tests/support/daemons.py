@@ -1,0 +1,136 @@
+"""Real daemons for service and e2e tests: started as processes, ready when they answer
+`ping`, always stopped (SIGTERM, then SIGKILL of the whole group) so no test leaks one.
+
+    with running("brokerd", home) as brokerd:
+        answer = brokerd.ask(ToolRequest(...))            # over its real broker socket
+        answer = brokerd.ask(PendingQuery("p1"), socket="admin")   # as the owner, CURVE
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from bxcore import curve, wire
+from bxcore.home import Home
+from bxcore.messages import Ping, Pong
+
+#: The socket each daemon answers ping on.
+MAIN_SOCKET = {"brokerd": "broker", "memoryd": "memory", "loopd": "loop", "gatewayd": "gateway"}
+CURVE_SERVER = {"admin": "brokerd", "gateway": "gatewayd"}
+
+
+def sync_request(home: Path, socket: str, message: Any, *, timeout: float = 10.0) -> Any:
+    """One request over a fresh DEALER (as the owner on a CURVE socket); the decoded answer."""
+    paths = Home(home)
+    ctx = zmq.Context.instance()
+    dealer = ctx.socket(zmq.DEALER)
+    dealer.setsockopt(zmq.LINGER, 0)
+    if socket in CURVE_SERVER:
+        owner = curve.load_pair(paths.keys, "owner")
+        server = curve.load_public(paths.keys, CURVE_SERVER[socket])
+        curve.connect_curve(dealer, owner, server)
+    dealer.connect(paths.endpoint(socket))
+    try:
+        dealer.send(wire.encode(message))
+        if not dealer.poll(int(timeout * 1000)):
+            raise TimeoutError(f"no answer on {socket} in {timeout} s to {message!r}")
+        return wire.decode(dealer.recv())
+    finally:
+        dealer.close(linger=0)
+
+
+class Daemon:
+    def __init__(self, name: str, home: Path, process: subprocess.Popen[bytes], log: Path) -> None:
+        self.name = name
+        self.home = home
+        self.process = process
+        self.log = log
+
+    def __repr__(self) -> str:
+        return f"Daemon({self.name} pid {self.process.pid}, home {self.home})"
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def ask(self, message: Any, *, socket: str | None = None, timeout: float = 10.0) -> Any:
+        return sync_request(self.home, socket or MAIN_SOCKET[self.name], message, timeout=timeout)
+
+    def wait_ready(self, deadline_s: float = 15.0) -> Pong:
+        deadline = time.monotonic() + deadline_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"{self.name} exited {self.process.returncode}:\n{self.output()}"
+                )
+            with contextlib.suppress(TimeoutError):
+                pong = self.ask(Ping("ready"), timeout=0.2)
+                assert isinstance(pong, Pong), pong
+                return pong
+        raise TimeoutError(f"{self.name} did not answer ping in {deadline_s} s:\n{self.output()}")
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash: nothing is flushed, nothing is closed."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def stop(self, grace_s: float = 5.0) -> int:
+        """SIGTERM, then SIGKILL to the group after `grace_s`; the exit status."""
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)  # anything the daemon left behind
+        return self.process.returncode
+
+
+def start(name: str, home: Path, env: Mapping[str, str] | None = None) -> Daemon:
+    """Start `name` as a real process, in its own process group, logging to a file."""
+    log = home / f"test-{name}.log"
+    with open(log, "ab") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", f"services.{name}", "--home", str(home)],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
+    return Daemon(name, home, process, log)
+
+
+@contextlib.contextmanager
+def running(name: str, home: Path, env: Mapping[str, str] | None = None) -> Iterator[Daemon]:
+    daemon = start(name, home, env)
+    try:
+        daemon.wait_ready()
+        yield daemon
+    finally:
+        daemon.stop()
+
+
+def init_home(home: Path, config: str = "") -> Path:
+    """A fresh home from `bxctl init`, with `config` as its config.toml."""
+    from bxctl.init import init_home as init
+
+    init(Home(home))
+    (home / "config.toml").write_text(config)
+    return home
