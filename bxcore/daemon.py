@@ -22,6 +22,7 @@ import zmq.asyncio
 from bxcore import runlock
 from bxcore.config import Config, ConfigError, load_config
 from bxcore.curve import KeyFileError
+from bxcore.errors import one_line
 from bxcore.home import SOCKETS, Home, HomeError
 
 #: The sockets that authenticate with CURVE, and so may be moved to tcp:// (§3.6).
@@ -76,12 +77,29 @@ def run_daemon(name: str, serve: Serve, argv: list[str] | None = None) -> int:
         logging.getLogger(name).info("%s", home.run_note)
     try:
         anyio.run(_main, name, home, config, serve)
-    except (StartError, KeyFileError) as error:
-        print(f"{name}: {error}", file=sys.stderr)
+    except BaseExceptionGroup as group:  # a task group's wrapping of one start error
+        reason = _start_error(group)
+        if reason is None:
+            raise
+        print(f"{name}: {one_line(reason)}", file=sys.stderr)
+        return 1
+    except (StartError, KeyFileError, OSError) as error:
+        print(f"{name}: {one_line(error)}", file=sys.stderr)
         return 1
     finally:
         lock.release()
     return 0
+
+
+def _start_error(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
+    """The first error in `group` that is a reason not to start, if any."""
+    matched = group.subgroup(lambda e: isinstance(e, StartError | KeyFileError | OSError))
+    if matched is None:
+        return None
+    leaf: BaseException = matched
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    return leaf
 
 
 async def _main(name: str, home: Home, config: Config, serve: Serve) -> None:

@@ -1,0 +1,1 @@
+"""memoryd: the memory tool's store and the daemon that serves it (SPEC §11)."""

@@ -1,0 +1,155 @@
+"""memoryd's shell (SPEC §11): binds the memory socket and runs brokerd's memory calls.
+
+Only brokerd sends here, after it decided and recorded the call. A note takes the session's
+label from brokerd (`state_query`), never from the request: if brokerd does not say, nothing is
+stored. The rules live in `store` and `arguments`; this translates messages and errors.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import zmq
+import zmq.asyncio
+
+from bxcore.client import Client, ProtocolError, Unreachable
+from bxcore.clock import now_ms
+from bxcore.daemon import Context, StartError
+from bxcore.labels import CLEAN, Label
+from bxcore.messages import (
+    Done,
+    Error,
+    ErrorCode,
+    Failed,
+    Outcome,
+    State,
+    StateQuery,
+    ToolRequest,
+    ToolResponse,
+)
+from bxcore.router import Router
+from bxcore.tools import ToolName
+from services.memoryd import arguments
+from services.memoryd.arguments import ArgumentsError, Forget, Recall
+from services.memoryd.store import Answer, CallReused, Store, StoreError
+
+log = logging.getLogger("memoryd")
+
+LABEL_TIMEOUT_S = 1.5  # a try; brokerd waits 5 s a try for memoryd, so this fails first
+LABEL_TRIES = 2
+MAX_MESSAGE = 1000  # characters of a `Failed` message
+
+LabelAsker = Callable[[str], Awaitable[Label]]
+
+
+class LabelUnknown(Exception):
+    """brokerd did not say what the session's label is; the text says why."""
+
+
+def ask_broker(ctx: zmq.asyncio.Context, endpoint: str) -> LabelAsker:
+    """A `LabelAsker` that sends `state_query` to brokerd, a fresh socket per question."""
+
+    async def ask(session: str) -> Label:
+        client = Client(ctx, endpoint, name="brokerd", timeout=LABEL_TIMEOUT_S, tries=LABEL_TRIES)
+        query = StateQuery(f"m-{secrets.token_hex(8)}", session)
+        try:
+            answer = await client.request(query)
+        except (Unreachable, ProtocolError) as error:
+            raise LabelUnknown(str(error)) from None
+        finally:
+            client.close()
+        if isinstance(answer, State) and answer.session == session:
+            return answer.label
+        if isinstance(answer, Error):
+            raise LabelUnknown(f"brokerd answered {answer.code.value}: {answer.message}")
+        if isinstance(answer, State):
+            raise LabelUnknown(f"brokerd answered for session {answer.session}, not {session}")
+        raise LabelUnknown(f"brokerd answered {type(answer).TYPE}, not state")
+
+    return ask
+
+
+class Memory:
+    """Answers memory `tool_request`s from a store; asks `label_of` for a note's label."""
+
+    def __init__(self, store: Store, label_of: LabelAsker, now: Callable[[], int] = now_ms) -> None:
+        self.store = store
+        self._label_of = label_of
+        self._now = now
+        self._served = 0
+
+    def __repr__(self) -> str:
+        return f"Memory({self.store!r}, served {self._served})"
+
+    async def handle(self, message: Any) -> Any:
+        """One request on the memory socket; any message but a memory call is refused."""
+        if isinstance(message, ToolRequest) and message.tool == ToolName.MEMORY:
+            outcome = await self.run(message)
+            self._served += 1
+            return ToolResponse(message.id, outcome)
+        request_id = getattr(message, "id", None)
+        if request_id is None:
+            return None  # nothing to answer to
+        return Error(request_id, ErrorCode.BAD_MESSAGE, "memoryd takes only memory tool_request")
+
+    async def run(self, request: ToolRequest) -> Outcome:
+        try:
+            action = arguments.parse(request.arguments)
+        except ArgumentsError as error:
+            return _failed(f"memory: the arguments do not parse: {error}")
+        try:
+            answer = await self._act(request, action)
+        except LabelUnknown as error:
+            return _failed(f"cannot learn the session's label from brokerd: {error}")
+        except StoreError as error:
+            return _failed(f"memory: {error}")
+        log.info(
+            "%s %s/%s: %s", type(action).__name__.lower(), request.session, request.call,
+            "ok" if answer.ok else "not ok",
+        )  # fmt: skip
+        return Done(answer.ok, answer.output, answer.label)
+
+    async def _act(self, request: ToolRequest, action: arguments.Action) -> Answer:
+        session, call, args = request.session, request.call, request.arguments
+        if isinstance(action, Recall):
+            return self.store.recall(action.query)  # reads only: run again on a retry
+        before = self.store.remembered(session, call)
+        if before is not None:
+            if before.arguments != args:
+                raise CallReused.of(session, call)
+            return before.answer  # a retry: the same answer, nothing done again
+        if isinstance(action, Forget):
+            return self.store.forget(session, call, args, action.id, self._now())
+        if not action.text.strip():
+            return Answer(False, "nothing noted: the text is empty", CLEAN)
+        label = await self._label_of(session)
+        return self.store.note(session, call, args, action.text, label, self._now())
+
+
+def _failed(message: str) -> Failed:
+    one_line = " ".join(message.split())
+    if len(one_line) > MAX_MESSAGE:
+        one_line = one_line[: MAX_MESSAGE - 1] + "…"
+    return Failed(one_line)
+
+
+async def serve(ctx: Context) -> None:
+    """Open the store, bind the memory socket, serve until cancelled, close the store."""
+    try:
+        store = Store.open(ctx.home.memory_db)
+    except StoreError as error:
+        raise StartError(str(error)) from None
+    try:
+        memory = Memory(store, ask_broker(ctx.zmq, ctx.endpoint("broker")))
+        endpoint = ctx.endpoint("memory")
+        try:
+            router = Router(ctx.zmq, endpoint, memory.handle, service="memoryd")
+        except zmq.ZMQError as error:
+            raise StartError(f"cannot bind the memory socket at {endpoint}: {error}") from None
+        log.info("serving %s with %s", endpoint, store.path)
+        await router.serve()
+    finally:
+        store.close()

@@ -1,0 +1,357 @@
+"""The notes (SPEC §11): one SQLite file in WAL mode with FTS5, and the once table of answers.
+
+The only code that touches `{home}/memory/`. Every session sees every note: all are the owner's,
+and each keeps its writer's label, so a recall carries the join of what it returns (§5.5).
+`note` and `forget` remember their answer by (session, call) in the same transaction (I8).
+No clock for data (`now_ms` is given); every operation is bounded by `QUERY_S` and `BUSY_S`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import stat
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+from bxcore.clock import rfc3339
+from bxcore.labels import CLEAN, DataClass, Label
+
+RECALL_LIMIT = 10
+MAX_OUTPUT = 1024 * 1024  # bytes of UTF-8, as the toolkit cuts its output (§8.2)
+MAX_QUERY_WORDS = 64  # more words than this in a query are ignored
+BUSY_S = 2.0  # how long a statement waits for a lock held by another connection
+QUERY_S = 2.0  # how long one operation may run before SQLite interrupts it
+SCHEMA_VERSION = 1
+INDENT = "  "  # a note's second and later lines start with it: only a note starts with `#`
+
+_WORD = re.compile(r"[^\W_]+")  # letters and digits: what FTS5's unicode61 keeps as a token
+
+_SCHEMA = (
+    """CREATE TABLE notes (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session TEXT NOT NULL,
+        call TEXT NOT NULL,
+        text TEXT NOT NULL,
+        class TEXT NOT NULL CHECK (class IN ('public', 'private', 'secret')),
+        untrusted INTEGER NOT NULL CHECK (untrusted IN (0, 1)),
+        created TEXT NOT NULL
+    )""",
+    """CREATE VIRTUAL TABLE notes_fts USING fts5(
+        text, content='notes', content_rowid='id',
+        tokenize='porter unicode61 remove_diacritics 2'
+    )""",
+    """CREATE TRIGGER notes_added AFTER INSERT ON notes BEGIN
+        INSERT INTO notes_fts (rowid, text) VALUES (new.id, new.text);
+    END""",
+    """CREATE TRIGGER notes_removed AFTER DELETE ON notes BEGIN
+        INSERT INTO notes_fts (notes_fts, rowid, text) VALUES ('delete', old.id, old.text);
+    END""",
+    """CREATE TABLE calls (
+        session TEXT NOT NULL,
+        call TEXT NOT NULL,
+        arguments TEXT NOT NULL,
+        ok INTEGER NOT NULL CHECK (ok IN (0, 1)),
+        output TEXT NOT NULL,
+        class TEXT NOT NULL CHECK (class IN ('public', 'private', 'secret')),
+        untrusted INTEGER NOT NULL CHECK (untrusted IN (0, 1)),
+        created TEXT NOT NULL,
+        PRIMARY KEY (session, call)
+    ) WITHOUT ROWID""",
+)
+
+
+class StoreError(Exception):
+    """The store cannot do what was asked; the text is one line that says why."""
+
+
+class CallReused(StoreError):
+    """A (session, call) that already ran comes again with other arguments."""
+
+    @classmethod
+    def of(cls, session: str, call: str) -> CallReused:
+        return cls(f"call {call} of session {session} already ran with other arguments")
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What the model reads (`output`, `ok`) and the label the output carries."""
+
+    ok: bool
+    output: str
+    label: Label
+
+
+@dataclass(frozen=True, slots=True)
+class Remembered:
+    """The answer a call got the first time, and the arguments it came with."""
+
+    arguments: str
+    answer: Answer
+
+
+@dataclass(frozen=True, slots=True)
+class StoredNote:
+    id: int
+    session: str
+    call: str
+    text: str
+    label: Label
+    created: str
+
+
+# --- pure: the query and the output ----------------------------------------------------------
+
+
+def match_expression(query: str) -> str | None:
+    """An FTS5 expression that finds notes holding any word of `query`, or None when it has
+    none. Each word is quoted, so no FTS5 syntax in the query (`"`, `*`, `NEAR(`, `AND`, `:`)
+    is ever read as such: it is plain words or nothing."""
+    words = list(dict.fromkeys(_WORD.findall(query)))[:MAX_QUERY_WORDS]
+    if not words:
+        return None
+    return " OR ".join('"' + word.replace('"', '""') + '"' for word in words)
+
+
+def render_note(note_id: int, text: str) -> str:
+    """`#{id} {text}`; a line break inside the text starts a line indented by `INDENT`, so a
+    note's text can never pose as another note."""
+    lines = text.splitlines() or [""]
+    return f"#{note_id} " + "\n".join([lines[0], *(INDENT + line for line in lines[1:])])
+
+
+def render_recall(notes: Sequence[tuple[int, str, Label]]) -> Answer:
+    """The answer to a recall of `notes` (id, text, label), best first. The label is the join
+    of every note given, shown or cut; the output stops at `MAX_OUTPUT` bytes and says so."""
+    if not notes:
+        return Answer(True, "no notes match", CLEAN)
+    label = CLEAN
+    for _, _, each in notes:
+        label = label.join(each)
+    kept: list[str] = []
+    room = MAX_OUTPUT
+    for shown, (note_id, text, _) in enumerate(notes):
+        line = render_note(note_id, text)
+        size = len(line.encode("utf-8")) + (1 if kept else 0)
+        if size <= room:
+            kept.append(line)
+            room -= size
+            continue
+        cut = line.encode("utf-8")[: max(room - 1, 0)].decode("utf-8", "ignore")
+        if cut:
+            kept.append(cut)
+        left = len(notes) - shown - (1 if cut else 0)
+        kept.append(f"[output cut at {MAX_OUTPUT} bytes; {left} more notes not shown]")
+        break
+    return Answer(True, "\n".join(kept), label)
+
+
+# --- the file ---------------------------------------------------------------------------------
+
+
+class Store:
+    """An open memory store. Use `Store.open(path)`; close it with `close()`."""
+
+    def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
+        self.path = path
+        self._conn = conn
+        self._closed = False
+        self._deadline = time.monotonic() + QUERY_S
+        conn.set_progress_handler(self._overdue, 1000)
+
+    def __repr__(self) -> str:
+        return f"Store({self.path}, {'closed' if self._closed else 'open'})"
+
+    @classmethod
+    def open(cls, path: Path) -> Store:
+        """Open (or create) the store at `path`: the folder 0700, the file 0600, WAL mode."""
+        try:
+            _private_folder(path.parent)
+            _private_file(path)
+            conn = sqlite3.connect(path, timeout=BUSY_S, isolation_level=None)
+        except (OSError, sqlite3.Error, StoreError) as error:
+            raise StoreError(f"cannot open the memory store {path}: {_why(error)}") from None
+        conn.text_factory = lambda data: data.decode("utf-8", "replace")
+        store = cls(path, conn)
+        try:
+            store._prepare()
+        except (sqlite3.Error, StoreError) as error:
+            conn.close()
+            raise StoreError(f"cannot open the memory store {path}: {_why(error)}") from None
+        return store
+
+    def close(self) -> None:
+        self._closed = True
+        self._conn.close()
+
+    def _prepare(self) -> None:
+        self._deadline = time.monotonic() + QUERY_S
+        mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise StoreError(f"WAL mode is not available (journal mode {mode})")
+        self._conn.execute("PRAGMA synchronous = FULL")  # an answer is durable before it is sent
+        with self._transaction():
+            version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+            if version == 0:
+                for statement in _SCHEMA:
+                    self._conn.execute(statement)
+                self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            elif version != SCHEMA_VERSION:
+                raise StoreError(f"schema version {version}: made by another memoryd")
+
+    def _overdue(self) -> int:
+        return 1 if time.monotonic() > self._deadline else 0
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            if self._conn.in_transaction:  # SQLite may have rolled back already (interrupted)
+                self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+
+    @contextmanager
+    def _operation(self, what: str) -> Iterator[None]:
+        """One public operation: a fresh time budget, SQLite's errors as `StoreError`."""
+        self._deadline = time.monotonic() + QUERY_S
+        try:
+            yield
+        except sqlite3.Error as error:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+            raise StoreError(f"the memory store could not {what}: {_why(error)}") from None
+
+    # -- the once table ----------------------------------------------------------------------
+
+    def remembered(self, session: str, call: str) -> Remembered | None:
+        """The answer (session, call) got before, if it ran."""
+        with self._operation("look up a call"):
+            return self._remembered(session, call)
+
+    def _remembered(self, session: str, call: str) -> Remembered | None:
+        row = self._conn.execute(
+            "SELECT arguments, ok, output, class, untrusted FROM calls"
+            " WHERE session = ? AND call = ?",
+            (session, call),
+        ).fetchone()
+        if row is None:
+            return None
+        arguments, ok, output, class_, untrusted = row
+        return Remembered(arguments, Answer(bool(ok), output, _label(class_, untrusted)))
+
+    def _once(
+        self, session: str, call: str, arguments: str, now_ms: int, act: Callable[[], Answer]
+    ) -> Answer:
+        with self._transaction():
+            before = self._remembered(session, call)
+            if before is not None:
+                if before.arguments != arguments:
+                    raise CallReused.of(session, call)
+                return before.answer
+            answer = act()
+            self._conn.execute(
+                "INSERT INTO calls (session, call, arguments, ok, output, class, untrusted,"
+                " created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (session, call, arguments, int(answer.ok), answer.output,
+                 answer.label.class_.value, int(answer.label.untrusted), rfc3339(now_ms)),
+            )  # fmt: skip
+            return answer
+
+    # -- the three actions -------------------------------------------------------------------
+
+    def note(
+        self, session: str, call: str, arguments: str, text: str, label: Label, now_ms: int
+    ) -> Answer:
+        """Keep `text` at `label`: `noted #{id}`, public and trusted. Once per (session, call)."""
+
+        def act() -> Answer:
+            cursor = self._conn.execute(
+                "INSERT INTO notes (session, call, text, class, untrusted, created)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (session, call, text, label.class_.value, int(label.untrusted), rfc3339(now_ms)),
+            )
+            return Answer(True, f"noted #{cursor.lastrowid}", CLEAN)
+
+        with self._operation("keep the note"):
+            return self._once(session, call, arguments, now_ms, act)
+
+    def forget(self, session: str, call: str, arguments: str, note_id: int, now_ms: int) -> Answer:
+        """Delete note `note_id`: `forgot #{id}`, or `no note #{id}` (ok false). Once."""
+
+        def act() -> Answer:
+            cursor = self._conn.execute("DELETE FROM notes WHERE id = ?", (note_id,))
+            if cursor.rowcount == 0:
+                return Answer(False, f"no note #{note_id}", CLEAN)
+            return Answer(True, f"forgot #{note_id}", CLEAN)
+
+        with self._operation("forget the note"):
+            return self._once(session, call, arguments, now_ms, act)
+
+    def recall(self, query: str) -> Answer:
+        """Up to `RECALL_LIMIT` notes holding any word of `query`, best match first; a query
+        with no word in it gives the most recent notes, newest first."""
+        expression = match_expression(query)
+        with self._operation("search the notes"):
+            if expression is None:
+                rows = self._conn.execute(
+                    "SELECT id, text, class, untrusted FROM notes ORDER BY id DESC LIMIT ?",
+                    (RECALL_LIMIT,),
+                ).fetchall()
+            else:
+                rows = self._conn.execute(
+                    "SELECT notes.id, notes.text, notes.class, notes.untrusted"
+                    " FROM notes_fts JOIN notes ON notes.id = notes_fts.rowid"
+                    " WHERE notes_fts MATCH ? ORDER BY notes_fts.rank, notes.id DESC LIMIT ?",
+                    (expression, RECALL_LIMIT),
+                ).fetchall()
+        return render_recall([(row[0], row[1], _label(row[2], row[3])) for row in rows])
+
+    def notes(self) -> list[StoredNote]:
+        """Every note, oldest first (for tests and for the owner's inspection)."""
+        with self._operation("list the notes"):
+            rows = self._conn.execute(
+                "SELECT id, session, call, text, class, untrusted, created FROM notes ORDER BY id"
+            ).fetchall()
+        return [StoredNote(r[0], r[1], r[2], r[3], _label(r[4], r[5]), r[6]) for r in rows]
+
+
+def _label(class_: str, untrusted: int) -> Label:
+    return Label(DataClass(class_), bool(untrusted))
+
+
+def _private_folder(folder: Path) -> None:
+    with suppress(FileExistsError):
+        folder.mkdir(mode=0o700)
+    info = os.stat(folder)
+    if not stat.S_ISDIR(info.st_mode):
+        raise StoreError(f"{folder} is not a folder")
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        os.chmod(folder, 0o700)  # mkdir's mode passes through the umask
+
+
+def _private_file(path: Path) -> None:
+    """Create the file 0600 before SQLite does (its -wal and -shm files copy that mode)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise StoreError(f"{path} is not a file")
+        if stat.S_IMODE(info.st_mode) != 0o600:
+            os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+
+
+def _why(error: BaseException) -> str:
+    if isinstance(error, OSError):
+        where = f"{error.filename}: " if error.filename else ""
+        return f"{where}{error.strerror or error}"
+    text = str(error) or type(error).__name__
+    return "it took too long (interrupted)" if text == "interrupted" else text
