@@ -398,9 +398,12 @@ class SessionList:
 
 @dataclass(frozen=True, slots=True)
 class HistoryQuery:
+    """A session's events with `seq` greater than `after` (all of them without it)."""
+
     TYPE: ClassVar[str] = "history_query"
     id: RequestId
     session: Session
+    after: Count | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -481,7 +484,11 @@ class TurnEvent:
 
 @dataclass(frozen=True, slots=True)
 class History:
+    """Events in order; `more` when one message could not hold them all (ask again after
+    the last `seq`)."""
+
     TYPE: ClassVar[str] = "history"
     id: RequestId
     session: Session
     events: tuple[TurnEvent, ...]
+    more: bool = False
