@@ -20,12 +20,12 @@ log = logging.getLogger(__name__)
 
 
 class Publisher:
-    def __init__(self, ctx: zmq.asyncio.Context, endpoint: str, *, service: str) -> None:
+    def __init__(self, ctx: zmq.Context[Any], endpoint: str, *, service: str) -> None:
         self.endpoint = endpoint
         self.service = service
         self.sent = 0
         self.dropped = 0
-        self._socket = ctx.socket(zmq.PUB)
+        self._socket: zmq.Socket[bytes] = zmq.Socket(ctx, zmq.PUB)  # plain: sends never wait
         tune(self._socket)
         self._socket.bind(endpoint)
 

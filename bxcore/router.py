@@ -4,10 +4,17 @@ It receives one frame a request, decodes it strictly, answers `ping` itself, han
 message to the service's handler in a task of its own, and sends the one answer back. A frame
 that does not decode is answered `bad_message` when its id could be read and dropped
 otherwise; a handler that fails is answered `internal`; the loop keeps serving either way.
+
+The socket is a plain pyzmq socket watched through the event loop's reader on its ZMQ_FD,
+not a `zmq.asyncio` socket: every request costs a future and several callbacks there, which
+was most of brokerd's time per decision (measured: see bench/). ZMQ_FD is edge-triggered, so
+the socket is drained until EAGAIN on every wake-up and again after every send, which may
+have consumed the edge that announced the next request.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections.abc import Awaitable, Callable
@@ -15,7 +22,6 @@ from typing import Any
 
 import anyio
 import zmq
-import zmq.asyncio
 
 from bxcore import __version__, wire
 from bxcore.clock import now_ms, rfc3339
@@ -42,7 +48,7 @@ class Router:
 
     def __init__(
         self,
-        ctx: zmq.asyncio.Context,
+        ctx: zmq.Context[Any],
         endpoint: str,
         handle: Handler,
         *,
@@ -54,13 +60,16 @@ class Router:
         self._handle = handle
         self._started = rfc3339(now_ms())
         self._served = 0
-        self._socket = ctx.socket(zmq.ROUTER)
+        self._socket: zmq.Socket[bytes] = zmq.Socket(ctx, zmq.ROUTER)
         tune(self._socket, linger_ms=100)
         self._socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
         if secure is not None:
             secure(self._socket)
         self._socket.bind(endpoint)
-        self._limit = anyio.Semaphore(MAX_IN_FLIGHT)
+        self._in_flight = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._draining = False
 
     def __repr__(self) -> str:
         return f"Router({self.service} at {self.endpoint}, served {self._served})"
@@ -69,24 +78,50 @@ class Router:
         return Pong(request_id, self.service, os.getpid(), __version__, self._started)
 
     async def serve(self) -> None:
-        """Receive and answer until cancelled; closes the socket on the way out."""
+        """Receive and answer until cancelled; then cancel what is in flight and close."""
+        self._loop = asyncio.get_running_loop()
+        fd = self._socket.fileno()
+        self._loop.add_reader(fd, self._drain)
+        self._loop.call_soon(self._drain)
         try:
-            async with anyio.create_task_group() as tasks:
-                while True:
-                    frames = await self._socket.recv_multipart(copy=True)
-                    await self._limit.acquire()
-                    tasks.start_soon(self._answer, frames)
+            await anyio.sleep_forever()
         finally:
+            self._loop.remove_reader(fd)
+            for task in list(self._tasks):
+                task.cancel()
+            with anyio.CancelScope(shield=True):
+                if self._tasks:
+                    await asyncio.wait(list(self._tasks))
             self._socket.close(linger=100)
+
+    def _drain(self) -> None:
+        """Take every request that is waiting, each into a task of its own."""
+        if self._draining or self._socket.closed:
+            return
+        self._draining = True
+        try:
+            while self._in_flight < MAX_IN_FLIGHT:
+                try:
+                    frames = self._socket.recv_multipart(zmq.NOBLOCK)
+                except zmq.Again:
+                    return
+                self._in_flight += 1
+                assert self._loop is not None
+                task = self._loop.create_task(self._answer(frames))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+        finally:
+            self._draining = False
 
     async def _answer(self, frames: list[bytes]) -> None:
         try:
-            identity = frames[0]
             reply = await self._reply(frames)
             if reply is not None:
-                self._send(identity, wire.encode(reply))
+                self._send(frames[0], wire.encode(reply))
         finally:
-            self._limit.release()
+            self._in_flight -= 1
+            if self._loop is not None:
+                self._loop.call_soon(self._drain)  # the send may have taken the read edge
 
     async def _reply(self, frames: list[bytes]) -> Any:
         if len(frames) != 2:

@@ -127,7 +127,6 @@ async def serve(ctx: Context) -> None:
     log.info("serving: %r, %r, %r", broker_socket, admin_socket, ledger)
     try:
         async with anyio.create_task_group() as tasks:
-            tasks.start_soon(committer.run)
             tasks.start_soon(desk.run)
             tasks.start_soon(broker_socket.serve)
             tasks.start_soon(admin_socket.serve)

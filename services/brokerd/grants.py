@@ -20,6 +20,7 @@ from typing import Any
 from bxcore.labels import DataClass
 from bxcore.tools import BROKERED, Match
 from services.brokerd.args import valid_host_pattern, valid_path
+from services.brokerd.watch import FolderWatch
 
 MAX_GRANT_BYTES = 64 * 1024
 _ID = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
@@ -196,20 +197,28 @@ def _read(path: Path) -> bytes:
 
 
 class GrantsFolder:
-    """The grants folder, read again whenever a file in it is added, removed or changed."""
+    """The grants folder, read again whenever a file in it is added, removed or changed.
+
+    inotify says when to look (`FolderWatch`); without it, the files' names, inodes, sizes
+    and times are compared with what was read at every call."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
+        self._watch = FolderWatch(folder)
         self._signature: tuple[Any, ...] | None = None
         self._grants = GrantSet()
 
     def __repr__(self) -> str:
         return (
             f"GrantsFolder({self.folder}: {len(self._grants.valid)} valid, "
-            f"{len(self._grants.invalid)} invalid)"
+            f"{len(self._grants.invalid)} invalid, {self._watch!r})"
         )
 
     def current(self) -> GrantSet:
+        if self._watch.available:
+            if self._watch.changed():
+                self._grants = read_folder(self.folder)
+            return self._grants
         signature = self._signature_now()
         if signature != self._signature:
             self._grants = read_folder(self.folder)

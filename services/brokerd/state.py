@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import os
+from collections import OrderedDict
 from pathlib import Path
 
 from bxcore.ids import valid_session
 from bxcore.labels import SESSION_DEFAULT, DataClass, Label
 
 MAX_STATE_BYTES = 4096
+CACHED = 4096  # sessions whose label is kept in memory
 
 
 class StateError(Exception):
@@ -47,8 +49,12 @@ def decode_label(data: bytes) -> Label:
 
 
 class StateStore:
+    """The label files, and a cache of them: brokerd is their only writer, so what it read or
+    wrote last is what is on disk. The cache is bounded; a label it dropped is read again."""
+
     def __init__(self, folder: Path) -> None:
         self.folder = folder
+        self._cache: OrderedDict[str, Label | None] = OrderedDict()  # None: no file
 
     def __repr__(self) -> str:
         return f"StateStore({self.folder})"
@@ -60,7 +66,7 @@ class StateStore:
 
     def read(self, session: str) -> Label:
         """The session's label; a missing `sub-*` file inherits from its parent (§6.3)."""
-        on_disk = self._read_file(self._file(session))
+        on_disk = self._on_disk(session)
         if on_disk is not None:
             return on_disk
         parent = parent_of_sub(session)
@@ -73,17 +79,32 @@ class StateStore:
 
         What is on disk is joined in too, so a stale `current` can never lower the label. The
         file is written when the result differs from it, or when there is none."""
-        path = self._file(session)
-        on_disk = self._read_file(path)
+        on_disk = self._on_disk(session)
         joined = current.join(label) if on_disk is None else on_disk.join(current).join(label)
         if joined == on_disk:
             return joined
+        path = self._file(session)
+        self._cache.pop(session, None)  # if the write fails, what is on disk is unknown
         try:
             self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
             _write_atomically(path, encode_label(joined))
         except OSError as error:
             raise StateError(f"cannot write {path}: {error.strerror}") from None
+        self._remember(session, joined)
         return joined
+
+    def _on_disk(self, session: str) -> Label | None:
+        if session in self._cache:
+            self._cache.move_to_end(session)
+            return self._cache[session]
+        label = self._read_file(self._file(session))
+        self._remember(session, label)
+        return label
+
+    def _remember(self, session: str, label: Label | None) -> None:
+        self._cache[session] = label
+        if len(self._cache) > CACHED:
+            self._cache.popitem(last=False)
 
     def _read_file(self, path: Path) -> Label | None:
         try:

@@ -145,3 +145,43 @@ def test_an_unchanged_folder_is_not_read_again(tmp_path: Path) -> None:
     folder = GrantsFolder(tmp_path)
     first = folder.current()
     assert folder.current() is first
+
+
+def test_a_folder_made_after_the_watch_began_is_seen(tmp_path: Path) -> None:
+    folder = GrantsFolder(tmp_path / "grants")
+    assert folder.current().valid == ()
+    (tmp_path / "grants").mkdir()
+    (tmp_path / "grants" / "notes.toml").write_bytes(NOTES)
+    assert [g.id for g in folder.current().valid] == ["notes"]
+
+
+def test_a_folder_removed_and_made_again_is_seen(tmp_path: Path) -> None:
+    grants = tmp_path / "grants"
+    grants.mkdir()
+    (grants / "notes.toml").write_bytes(NOTES)
+    folder = GrantsFolder(grants)
+    assert len(folder.current().valid) == 1
+    (grants / "notes.toml").unlink()
+    grants.rmdir()
+    assert folder.current().valid == ()
+    grants.mkdir()
+    (grants / "other.toml").write_bytes(NOTES)
+    assert [g.id for g in folder.current().valid] == ["other"]
+
+
+def test_a_grant_renamed_into_place_is_seen(tmp_path: Path) -> None:
+    folder = GrantsFolder(tmp_path)
+    folder.current()
+    (tmp_path / ".notes.toml.new").write_bytes(NOTES)
+    assert folder.current().valid == ()
+    os.rename(tmp_path / ".notes.toml.new", tmp_path / "notes.toml")
+    assert [g.id for g in folder.current().valid] == ["notes"]
+
+
+def test_a_grant_edited_in_place_to_the_same_size_is_seen(tmp_path: Path) -> None:
+    (tmp_path / "notes.toml").write_bytes(NOTES)
+    folder = GrantsFolder(tmp_path)
+    assert folder.current().valid[0].mode is Mode.ALLOW
+    with open(tmp_path / "notes.toml", "r+b") as file:
+        file.write(NOTES.replace(b'mode = "allow"', b'mode = "ask!!"'))
+    assert folder.current().invalid[0].id == "notes"
