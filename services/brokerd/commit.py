@@ -89,6 +89,15 @@ class Committer:
         entries = [entry for slot in batch for entry in slot.entries]
         try:
             heads = self.ledger.append_batch(entries)
+        except ValueError as error:  # an entry no record can hold: nothing was written
+            if len(batch) > 1:
+                for slot in batch:  # so that only its own caller fails
+                    self._commit([slot])
+                return
+            log.error("a record could not be built, so its call is refused: %s", error)
+            batch[0].error = LedgerUnavailable(f"the record could not be built: {error}")
+            batch[0].done = True
+            return
         except LedgerUnavailable as error:
             log.error("the ledger cannot be written, so every call is denied: %s", error)
             for slot in batch:
