@@ -1,0 +1,295 @@
+"""The `anthropic` provider: Claude's Messages API with `tool_use` blocks (SPEC §10.2).
+
+`base_url` is the server's root, as Anthropic's own SDKs take it (`https://api.anthropic.com`):
+requests go to `{base_url}/v1/messages`; a base_url that already ends in `/v1` is taken as
+meant and gets `/messages` only. The answer is only read, never acted on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import httpx
+
+from bxcore.config import ModelConfig
+from bxcore.tools import ToolSpec
+from services.loopd.model import (
+    BACKOFF_S,
+    Assistant,
+    Message,
+    ModelError,
+    Reply,
+    Sleep,
+    ToolCall,
+    ToolResult,
+    User,
+    clean,
+    tool_calls,
+)
+from services.loopd.model_http import (
+    ModelServer,
+    invalid,
+    is_event_stream,
+    key_note,
+    parse_json,
+    read_json,
+    read_key,
+    server_message,
+    sse_events,
+)
+from services.loopd.schemas import tool_schema
+
+VERSION = "2023-06-01"
+MAX_TOKENS = 4096
+
+
+def messages_url(base_url: str) -> str:
+    base = base_url.rstrip("/")
+    return f"{base}/messages" if base.endswith("/v1") else f"{base}/v1/messages"
+
+
+def tool_list(specs: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    """`tools` as the Messages API takes them."""
+    return [
+        {"name": spec.name, "description": spec.description, "input_schema": tool_schema(spec)}
+        for spec in specs
+    ]
+
+
+def api_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """The conversation as Messages API turns: tool results are `tool_result` blocks of a user
+    turn, and consecutive blocks of one role share a turn (the API wants the roles to alternate
+    and every turn to have content, so empty text is left out)."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        blocks: list[dict[str, Any]] = []
+        if isinstance(message, User):
+            role = "user"
+            if message.text:
+                blocks.append({"type": "text", "text": message.text})
+        elif isinstance(message, Assistant):
+            role = "assistant"
+            if message.text:
+                blocks.append({"type": "text", "text": message.text})
+            blocks += [
+                {"type": "tool_use", "id": call.id, "name": call.name, "input": _input(call)}
+                for call in message.tool_calls
+            ]
+        elif isinstance(message, ToolResult):
+            role = "user"
+            block = {"type": "tool_result", "tool_use_id": message.call_id}
+            if message.content:
+                block["content"] = message.content
+            blocks.append(block)
+        if not blocks:
+            continue
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+    return out
+
+
+def _input(call: ToolCall) -> dict[str, Any]:
+    """A tool_use block's `input` must be an object: the arguments parsed, or `{}` when they are
+    not an object (a call another provider's model wrote; the broker already judged it)."""
+    try:
+        value = json.loads(call.arguments)
+    except (ValueError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def request_body(
+    model: str,
+    system: str,
+    messages: Sequence[Message],
+    tools: Sequence[ToolSpec],
+    *,
+    stream: bool = False,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": model, "max_tokens": MAX_TOKENS}
+    if system:
+        body["system"] = system
+    body["messages"] = api_messages(messages)
+    if tools:
+        body["tools"] = tool_list(tools)
+    body["stream"] = stream
+    return body
+
+
+def arguments_text(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+# -- the answer -----------------------------------------------------------------------------
+
+
+def reply_of(body: Any, messages: Sequence[Message]) -> Reply:
+    """The Reply in a whole answer: its `text` blocks joined, its `tool_use` blocks as calls;
+    other blocks (thinking, say) are not for the loop."""
+    if not isinstance(body, dict):
+        raise invalid("expected a JSON object")
+    if body.get("type") == "error":
+        raise ModelError(f"the model server answered with an error: {_error_text(body)}")
+    content = body.get("content")
+    if not isinstance(content, list):
+        raise invalid("`content` is missing or not a list")
+    text: list[str] = []
+    found: list[tuple[object, str, str]] = []
+    for n, block in enumerate(content):
+        kind = block.get("type") if isinstance(block, dict) else None
+        if not isinstance(block, dict) or not isinstance(kind, str):
+            raise invalid(f"`content[{n}]` is not a block")
+        if kind == "text":
+            if not isinstance(block.get("text"), str):
+                raise invalid(f"`content[{n}].text` is not a string")
+            text.append(block["text"])
+        elif kind == "tool_use":
+            if not isinstance(block.get("name"), str):
+                raise invalid(f"`content[{n}].name` is not a string")
+            if "input" not in block:
+                raise invalid(f"`content[{n}].input` is missing")
+            found.append((block.get("id"), block["name"], arguments_text(block["input"])))
+    return Reply(clean("".join(text)), tool_calls(found, messages))
+
+
+def _error_text(body: dict[str, Any]) -> str:
+    return server_message(json.dumps(body).encode())
+
+
+# -- streaming ------------------------------------------------------------------------------
+
+
+@dataclass
+class _Block:
+    kind: str
+    id: object = None
+    name: object = None
+    start_input: object = None
+    parts: list[str] = field(default_factory=list)
+
+
+async def read_stream(response: httpx.Response, messages: Sequence[Message]) -> Reply:
+    """Assemble the Reply from `content_block_start` and `content_block_delta` events until
+    `message_stop`; a whole answer despite `stream: true` is read as one."""
+    if not is_event_stream(response):
+        return reply_of(await read_json(response), messages)
+    blocks: dict[int, _Block] = {}
+    async for _event, data in sse_events(response):
+        event = parse_json(data)
+        kind = event.get("type") if isinstance(event, dict) else None
+        if not isinstance(event, dict) or not isinstance(kind, str):
+            raise invalid("a streamed event is not an object with a `type`")
+        if kind == "error":
+            raise ModelError(f"the model server answered with an error: {_error_text(event)}")
+        if kind == "message_stop":
+            break
+        index = event.get("index")
+        if kind not in ("content_block_start", "content_block_delta"):
+            continue
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise invalid(f"a `{kind}` event has no index")
+        if kind == "content_block_start":
+            start = event.get("content_block")
+            if not isinstance(start, dict) or not isinstance(start.get("type"), str):
+                raise invalid("a `content_block_start` event has no block")
+            blocks[index] = _Block(
+                start["type"], start.get("id"), start.get("name"), start.get("input")
+            )
+            if start["type"] == "text":
+                blocks[index].parts.append(_string(start.get("text", ""), "text"))
+        else:
+            _add_delta(blocks.get(index), event.get("delta"))
+    text: list[str] = []
+    found: list[tuple[object, str, str]] = []
+    for _, block in sorted(blocks.items()):
+        if block.kind == "text":
+            text += block.parts
+        elif block.kind == "tool_use":
+            if not isinstance(block.name, str):
+                raise invalid("a streamed `tool_use` block has no name")
+            found.append((block.id, block.name, _streamed_arguments(block)))
+    return Reply(clean("".join(text)), tool_calls(found, messages))
+
+
+def _add_delta(block: _Block | None, delta: object) -> None:
+    if block is None or not isinstance(delta, dict):
+        raise invalid("a `content_block_delta` event has no block or no delta")
+    if delta.get("type") == "text_delta":
+        block.parts.append(_string(delta.get("text"), "text_delta"))
+    elif delta.get("type") == "input_json_delta":
+        block.parts.append(_string(delta.get("partial_json"), "input_json_delta"))
+
+
+def _streamed_arguments(block: _Block) -> str:
+    """A streamed tool_use block's input: its JSON pieces, re-encoded as a whole answer's would
+    be when they parse, else as written (the broker judges them); no pieces, the input it
+    started with."""
+    if not block.parts:
+        return arguments_text(block.start_input if block.start_input is not None else {})
+    written = "".join(block.parts)
+    try:
+        return arguments_text(json.loads(written))
+    except (ValueError, RecursionError):
+        return written
+
+
+def _string(value: object, where: str) -> str:
+    if not isinstance(value, str):
+        raise invalid(f"a streamed `{where}` is not a string")
+    return value
+
+
+# -- the model ------------------------------------------------------------------------------
+
+
+class AnthropicModel:
+    """Claude through the Messages API. The key comes from the environment, never from config."""
+
+    def __init__(
+        self,
+        config: ModelConfig,
+        environ: Mapping[str, str],
+        *,
+        sleep: Sleep = anyio.sleep,
+        backoff: Sequence[float] = BACKOFF_S,
+    ) -> None:
+        self.config = config
+        self._key, self._key_problem = read_key(config.api_key_env, environ)
+        self._server = ModelServer(
+            config.base_url, config.timeout_s, config.api_key_env, sleep=sleep, backoff=backoff
+        )
+        self.url = messages_url(config.base_url)
+
+    def __repr__(self) -> str:
+        key = key_note(self.config.api_key_env, self._key)
+        mode = "streamed" if self.config.stream else "whole"
+        return f"<AnthropicModel {self.config.model!r} at {self.url}, {key}, {mode}>"
+
+    async def complete(
+        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> Reply:
+        if self._key_problem is not None:
+            raise ModelError(self._key_problem)
+        stream = self.config.stream
+        body = request_body(self.config.model, system, messages, tools, stream=stream)
+        headers = {"anthropic-version": VERSION}
+        if self._key is not None:
+            headers["x-api-key"] = self._key
+        if stream:
+            headers["accept"] = "text/event-stream"
+
+        async def read(response: httpx.Response) -> Reply:
+            if stream:
+                return await read_stream(response, messages)
+            return reply_of(await read_json(response), messages)
+
+        return await self._server.post(self.url, body, headers, read, stream=stream)
+
+    async def aclose(self) -> None:
+        await self._server.aclose()
