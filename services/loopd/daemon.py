@@ -1,0 +1,146 @@
+"""loopd's shell (SPEC §10): the `loop` socket, the `loop-events` stream, and a worker per
+busy session, so each session runs one turn at a time and sessions run side by side.
+
+An owner message is written to the session's history before it is accepted. At start, loopd
+reads every history and resumes the turns a crash cut off (§10.6). It never writes
+`{home}/state/`; it cannot approve, and its only peer with power is brokerd's broker socket.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from bxcore.client import Client
+from bxcore.daemon import Context
+from bxcore.events import Publisher
+from bxcore.ids import valid_session
+from bxcore.messages import (
+    Accepted,
+    Error,
+    ErrorCode,
+    History,
+    HistoryQuery,
+    OwnerMessage,
+    OwnerSaid,
+    SessionInfo,
+    SessionList,
+    SessionsQuery,
+    TurnEvent,
+)
+from bxcore.router import Router
+from bxcore.wire import MAX_MESSAGE
+from services.loopd.history import SessionLog, encode
+from services.loopd.model import Model, make_model
+from services.loopd.turn import Turns
+
+log = logging.getLogger("loopd")
+
+HISTORY_BUDGET = MAX_MESSAGE // 2  # events are escaped once more inside a history message
+
+
+class Loop:
+    def __init__(self, ctx: Context, model: Model, publisher: Publisher, tasks: TaskGroup) -> None:
+        self._ctx = ctx
+        self._publisher = publisher
+        self._tasks = tasks
+        self._logs: dict[str, SessionLog] = {}
+        self._busy: set[str] = set()
+        broker = ctx.endpoint("broker")
+        self.turns = Turns(
+            ctx.config,
+            model,
+            lambda: Client(ctx.zmq, broker, name="brokerd", timeout=10.0),
+            self.log,
+            publisher.publish,
+        )
+
+    def __repr__(self) -> str:
+        return f"Loop({len(self._logs)} sessions, {len(self._busy)} busy)"
+
+    def log(self, session: str) -> SessionLog:
+        found = self._logs.get(session)
+        if found is None:
+            found = SessionLog.load(session, self._ctx.home.session_history(session))
+            self._logs[session] = found
+        return found
+
+    def resume(self) -> None:
+        """Load every history and resume cut-off turns (a sub-agent's by its parent's)."""
+        folder = self._ctx.home.sessions
+        names = sorted(p.stem for p in folder.glob("*.jsonl")) if folder.exists() else []
+        for name in names:
+            if valid_session(name):
+                self.log(name)
+        children = {child for s in self._logs.values() for child in s.spawns.values()}
+        for name, session in self._logs.items():
+            if session.unfinished() and name not in children:
+                log.info("resuming %s turn %s", name, session.unfinished()[0])
+                self._work(name)
+
+    async def handle(self, message: Any) -> Any:
+        if isinstance(message, OwnerMessage):
+            session = self.log(message.session)
+            turn = session.turns + 1
+            self._publisher.publish(session.event(turn, OwnerSaid(message.text)))
+            self._work(message.session)
+            return Accepted(message.id, message.session, turn)
+        if isinstance(message, SessionsQuery):
+            return SessionList(message.id, tuple(self._info(s) for s in sorted(self._logs)))
+        if isinstance(message, HistoryQuery):
+            return self._history(message)
+        request_id = getattr(message, "id", None) or "?"
+        return Error(request_id, ErrorCode.BAD_MESSAGE, f"loopd does not take {message.TYPE}")
+
+    def _info(self, name: str) -> SessionInfo:
+        session = self._logs[name]
+        return SessionInfo(name, session.turns, name in self._busy, session.updated)
+
+    def _history(self, message: HistoryQuery) -> History:
+        events: list[TurnEvent] = []
+        size = 0
+        more = False
+        for event in self.log(message.session).events(message.after or 0):
+            size += len(encode(event)) * 2
+            if size > HISTORY_BUDGET:
+                more = True
+                break
+            events.append(event)
+        return History(message.id, message.session, tuple(events), more)
+
+    def _work(self, name: str) -> None:
+        """Run the session's waiting turns, one at a time, unless a worker already does."""
+        if name in self._busy:
+            return
+        self._busy.add(name)
+        self._tasks.start_soon(self._worker, name)
+
+    async def _worker(self, name: str) -> None:
+        session = self.log(name)
+        try:
+            while session.unfinished():
+                await self.turns.run(session, session.unfinished()[0])
+        except Exception:
+            log.exception("the worker of %s failed; its turn resumes at the next start", name)
+        finally:
+            self._busy.discard(name)
+
+
+async def serve(ctx: Context) -> None:
+    publisher = Publisher(ctx.zmq, ctx.endpoint("loop-events"), service="loopd")
+    model = make_model(ctx.config.model, os.environ)
+    try:
+        async with anyio.create_task_group() as tasks:
+            loop = Loop(ctx, model, publisher, tasks)
+            router = Router(ctx.zmq, ctx.endpoint("loop"), loop.handle, service="loopd")
+            loop.resume()
+            log.info("serving: %r, %r", router, loop)
+            tasks.start_soon(router.serve)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await model.aclose()
+        publisher.close()

@@ -1,0 +1,196 @@
+"""A session's history (SPEC §10.1, §10.6): `{home}/sessions/<session>.jsonl`, one line each,
+appended and fsynced before anything that depends on it.
+
+Two sorts of line: `turn_event` (what the owner sees, §10.4) and loopd's own transcript
+records (`model_reply`, `tool_result`, `spawned`), which hold what the model said and read,
+so that a restart can rebuild the conversation and resume a turn that was cut off. loopd is
+the only writer of `{home}/sessions/`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from bxcore import schema, wire
+from bxcore.clock import now_ms, rfc3339
+from bxcore.messages import Event, OwnerSaid, TurnEnd, TurnEvent
+from services.loopd.model import Assistant, Message, ToolCall, ToolResult, User
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A tool call as loopd sent it: our call id (unique in the session, what brokerd sees),
+    the model's own id, the tool and the arguments exactly as the model wrote them."""
+
+    id: str
+    model_id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class ModelReply:
+    TYPE: ClassVar[str] = "model_reply"
+    turn: int
+    text: str
+    calls: tuple[Call, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultRecord:
+    TYPE: ClassVar[str] = "tool_result"
+    turn: int
+    call: str
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class Spawned:
+    TYPE: ClassVar[str] = "spawned"
+    turn: int
+    call: str
+    child: str
+
+
+Record = TurnEvent | ModelReply | ToolResultRecord | Spawned
+_TYPES: dict[str, type[Any]] = {
+    cls.TYPE: cls for cls in (TurnEvent, ModelReply, ToolResultRecord, Spawned)
+}
+
+
+def encode(record: Record) -> bytes:
+    return wire.dump_json(schema.to_json_object(record, ("type", record.TYPE))).encode()
+
+
+def decode(line: bytes) -> Record:
+    """One line back to its record; ValueError for anything else."""
+    value = wire.parse_json(line)
+    kinds = [v for k, v in value if k == "type"] if isinstance(value, schema.Obj) else []
+    cls = _TYPES.get(kinds[0]) if kinds and isinstance(kinds[0], str) else None
+    if cls is None:
+        raise ValueError("not a history record")
+    record: Record = schema.from_json_object(cls, value, cls.TYPE, tag_key="type")
+    return record
+
+
+@dataclass
+class SessionLog:
+    """One session's history file and what loopd knows from it."""
+
+    session: str
+    path: Path
+    seq: int = 0
+    turns: int = 0  # the newest turn an owner message started
+    ended: set[int] = field(default_factory=set)
+    owner_text: dict[int, str] = field(default_factory=dict)
+    records: list[Record] = field(default_factory=list)
+    spawns: dict[str, str] = field(default_factory=dict)  # call id -> child session
+    updated: str = ""
+
+    def __repr__(self) -> str:
+        return f"SessionLog({self.session}: {self.turns} turns, {len(self.unfinished())} open)"
+
+    @classmethod
+    def load(cls, session: str, path: Path) -> SessionLog:
+        """Read the file; a torn last line (a crash mid-write) is cut off."""
+        log = cls(session, path)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return log
+        good = 0
+        for line in data.split(b"\n"):
+            if not line:
+                good += 1
+                continue
+            try:
+                log._take(decode(line))
+            except ValueError:
+                break  # nothing after a bad line is trusted
+            good += len(line) + 1
+        if good < len(data):
+            with open(path, "r+b") as file:
+                file.truncate(min(good, len(data)))
+                os.fsync(file.fileno())
+        return log
+
+    def _take(self, record: Record) -> None:
+        self.records.append(record)
+        if isinstance(record, TurnEvent):
+            self.seq = max(self.seq, record.seq)
+            if isinstance(record.event, OwnerSaid):
+                self.turns = max(self.turns, record.turn)
+                self.owner_text[record.turn] = record.event.text
+            elif isinstance(record.event, TurnEnd):
+                self.ended.add(record.turn)
+        elif isinstance(record, Spawned):
+            self.spawns[record.call] = record.child
+
+    def append(self, record: Record) -> None:
+        """Write one record durably, then remember it."""
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, encode(record) + b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._take(record)
+        self.updated = rfc3339(now_ms())
+
+    def event(self, turn: int, event: Event) -> TurnEvent:
+        """Record an event of `turn` with the session's next seq."""
+        record = TurnEvent(self.session, turn, self.seq + 1, event)
+        self.append(record)
+        return record
+
+    def unfinished(self) -> list[int]:
+        """Turns started by the owner and not yet ended, oldest first."""
+        return [t for t in sorted(self.owner_text) if t not in self.ended]
+
+    def events(self, after: int = 0) -> list[TurnEvent]:
+        return [r for r in self.records if isinstance(r, TurnEvent) and r.seq > after]
+
+    def transcript(self, up_to: int) -> list[Message]:
+        """The conversation the model has had, turns 1 to `up_to`, each turn in its order."""
+        calls: dict[str, Call] = {}
+        by_turn: dict[int, list[Message]] = {}
+        for record in self.records:
+            if isinstance(record, TurnEvent):
+                if isinstance(record.event, OwnerSaid) and record.turn <= up_to:
+                    by_turn.setdefault(record.turn, []).append(User(record.event.text))
+            elif isinstance(record, ModelReply) and record.turn <= up_to:
+                for call in record.calls:
+                    calls[call.id] = call
+                tool_calls = tuple(ToolCall(c.model_id, c.name, c.arguments) for c in record.calls)
+                by_turn.setdefault(record.turn, []).append(Assistant(record.text, tool_calls))
+            elif isinstance(record, ToolResultRecord) and record.turn <= up_to:
+                call = calls[record.call]
+                result = ToolResult(call.model_id, call.name, record.content)
+                by_turn.setdefault(record.turn, []).append(result)
+        return [message for turn in sorted(by_turn) for message in by_turn[turn]]
+
+    def open_calls(self, turn: int) -> list[Call]:
+        """The calls of `turn`'s last model reply that have no result yet (after a crash)."""
+        last: ModelReply | None = None
+        answered: set[str] = set()
+        for record in self.records:
+            if isinstance(record, ModelReply) and record.turn == turn:
+                last, answered = record, set()
+            elif isinstance(record, ToolResultRecord) and record.turn == turn:
+                answered.add(record.call)
+        if last is None:
+            return []
+        return [call for call in last.calls if call.id not in answered]
+
+    def steps(self, turn: int) -> int:
+        """How many times the model has answered in `turn`."""
+        return sum(1 for r in self.records if isinstance(r, ModelReply) and r.turn == turn)
+
+    def last_text(self, turn: int) -> str:
+        """The model's last words in `turn` (a sub-agent's answer)."""
+        texts = [r.text for r in self.records if isinstance(r, ModelReply) and r.turn == turn]
+        return texts[-1] if texts else ""

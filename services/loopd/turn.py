@@ -1,0 +1,229 @@
+"""A turn (SPEC §10.1, §10.3, §10.5): the model answers, its tool calls go to brokerd one by
+one, and what comes back is what the model reads next; until it answers without a call or
+`max_steps` is reached. Every step is in the session's history before the next begins, so a
+turn cut off by a crash resumes where it was, re-sending open calls with their ids (§10.6).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+from collections.abc import Callable
+from typing import Any
+
+from bxcore.client import Client, ProtocolError, Unreachable
+from bxcore.config import Config
+from bxcore.deny import DenyReason
+from bxcore.ids import MAX_TOOL_NAME, byte_length_between, valid_session
+from bxcore.messages import (
+    Absorb,
+    AssistantText,
+    AwaitApproval,
+    Denied,
+    Done,
+    EndReason,
+    Error,
+    Event,
+    Failed,
+    Outcome,
+    OwnerSaid,
+    Pending,
+    State,
+    ToolCalled,
+    ToolDenied,
+    ToolDone,
+    ToolPending,
+    ToolRequest,
+    ToolResponse,
+    TurnEnd,
+    TurnError,
+    TurnEvent,
+)
+from bxcore.tools import BROKERED, SPAWN
+from services.loopd.history import Call, ModelReply, SessionLog, Spawned, ToolResultRecord
+from services.loopd.model import Model, ModelError
+from services.loopd.tools import cap_result, result_text
+
+log = logging.getLogger("loopd")
+
+WAIT_MS = 30_000  # one long poll for an approval (§9.3)
+
+
+def depth_of(session: str) -> int:
+    """How deep a sub-agent is: `sub-<parent>-<n>` is one deeper than its parent (§6.3)."""
+    depth = 0
+    while session.startswith("sub-"):
+        parent, dash, n = session[4:].rpartition("-")
+        if not dash or not n.isdigit() or not n.isascii() or not valid_session(parent):
+            break
+        session, depth = parent, depth + 1
+    return depth
+
+
+class Turns:
+    def __init__(
+        self,
+        config: Config,
+        model: Model,
+        broker: Callable[[], Client],
+        logs: Callable[[str], SessionLog],
+        publish: Callable[[TurnEvent], None],
+    ) -> None:
+        self.config = config
+        self.model = model
+        self._broker = broker
+        self._logs = logs
+        self._publish = publish
+        longest = max(config.sandbox.shell_timeout_s, config.sandbox.fetch_timeout_s)
+        self._call_tries = int(longest // 10) + 4  # a retry joins the call in flight (I8)
+
+    def __repr__(self) -> str:
+        return f"Turns(model={type(self.model).__name__})"
+
+    def emit(self, session: SessionLog, turn: int, event: Event) -> None:
+        self._publish(session.event(turn, event))
+
+    async def run(self, session: SessionLog, turn: int) -> str:
+        """Run (or resume) `turn` of `session` to its end; the model's last words."""
+        depth = depth_of(session.session)
+        loop = self.config.loop
+        system = loop.system_prompt if depth == 0 else loop.subagent_prompt
+        tools = [*BROKERED.values(), *([SPAWN] if depth < loop.max_depth else [])]
+        try:
+            for call in session.open_calls(turn):
+                await self._call(session, turn, call, depth)
+            while True:
+                step = session.steps(turn)
+                if step >= loop.max_steps:
+                    self.emit(session, turn, TurnEnd(EndReason.MAX_STEPS))
+                    return session.last_text(turn)
+                try:
+                    reply = await self.model.complete(system, session.transcript(turn), tools)
+                except ModelError as error:
+                    self.emit(session, turn, TurnError(str(error)[:4000]))
+                    self.emit(session, turn, TurnEnd(EndReason.ERROR))
+                    return ""
+                calls = tuple(
+                    Call(f"{turn}-{step}-{n}", c.id, c.name, c.arguments)
+                    for n, c in enumerate(reply.tool_calls, 1)
+                )
+                session.append(ModelReply(turn, reply.text, calls))
+                if reply.text:
+                    self.emit(session, turn, AssistantText(reply.text))
+                if not calls:
+                    self.emit(session, turn, TurnEnd(EndReason.DONE))
+                    return reply.text
+                for call in calls:
+                    await self._call(session, turn, call, depth)
+        except BrokerGone as gone:
+            self.emit(session, turn, TurnError(str(gone)[:4000]))
+            self.emit(session, turn, TurnEnd(EndReason.ERROR))
+            return ""
+
+    async def _call(self, session: SessionLog, turn: int, call: Call, depth: int) -> None:
+        """One tool call, start to result; the result is recorded before the next step."""
+        tool = call.name if byte_length_between(call.name, 1, MAX_TOOL_NAME) else "?"
+        self.emit(session, turn, ToolCalled(tool, call.arguments))
+        if call.name == SPAWN.name:
+            content = await self._spawn(session, turn, call, depth)
+            self.emit(
+                session,
+                turn,
+                ToolDone(tool, not content.startswith("Error:"), len(content.encode())),
+            )
+        else:
+            if tool == "?":  # no tool has such a name, and the wire cannot carry it
+                outcome: Outcome = Denied(DenyReason.UNKNOWN_TOOL)
+            else:
+                outcome = await self._broker_call(session, turn, call)
+            self._tell_owner(session, turn, tool, outcome)
+            content = result_text(outcome) or ""
+        session.append(ToolResultRecord(turn, call.id, content))
+
+    def _tell_owner(self, session: SessionLog, turn: int, tool: str, outcome: Outcome) -> None:
+        if isinstance(outcome, Done):
+            size = len(outcome.output.encode("utf-8", "replace"))
+            self.emit(session, turn, ToolDone(tool, outcome.ok, size))
+        elif isinstance(outcome, Denied):  # the reason only, never the detail (§3.5)
+            self.emit(session, turn, ToolDenied(tool, outcome.reason))
+        elif isinstance(outcome, Failed):
+            self.emit(session, turn, TurnError(f"{tool}: {outcome.message}"[:4000]))
+
+    async def _broker_call(self, session: SessionLog, turn: int, call: Call) -> Outcome:
+        client = self._broker()
+        try:
+            answer = await self._ask(
+                client, ToolRequest(_rid(), session.session, call.id, call.name, call.arguments)
+            )
+            while isinstance(answer, Pending):
+                self.emit(session, turn, ToolPending(call.name, answer.approval))
+                answer = await self._wait(client, session.session, answer.approval)
+            return answer
+        finally:
+            client.close()
+
+    async def _wait(self, client: Client, session: str, approval: str) -> Outcome:
+        """Long-poll until the approval settles and the call is answered."""
+        while True:
+            answer = await self._ask(client, AwaitApproval(_rid(), session, approval, WAIT_MS))
+            if not isinstance(answer, Pending):
+                return answer
+
+    async def _ask(self, client: Client, request: Any) -> Outcome:
+        wait = WAIT_MS / 1000 + 10 if isinstance(request, AwaitApproval) else 10.0
+        try:
+            answer = await client.request(request, timeout=wait, tries=self._call_tries)
+        except (Unreachable, ProtocolError) as error:
+            raise BrokerGone(f"brokerd is not reachable, so the turn stops: {error}") from None
+        if isinstance(answer, ToolResponse):
+            return answer.outcome
+        if isinstance(answer, Error):
+            return Failed(f"brokerd refused the request: {answer.message}")
+        return Failed(f"brokerd answered {type(answer).__name__}")
+
+    async def _spawn(self, parent: SessionLog, turn: int, call: Call, depth: int) -> str:
+        """A sub-agent's turn; its answer reaches the parent only after `absorb` (§6.4)."""
+        task = _task_of(call.arguments)
+        if task is None:
+            return 'Error: spawn takes {"task": "…"}: one string field, nothing else.'
+        if depth + 1 > self.config.loop.max_depth:
+            return f"Error: sub-agents may be nested at most {self.config.loop.max_depth} deep."
+        child_id = parent.spawns.get(call.id)
+        if child_id is None:
+            child_id = f"sub-{parent.session}-{len(parent.spawns) + 1}"
+            if not valid_session(child_id):
+                return "Error: this session's id is too long to start a sub-agent from."
+            parent.append(Spawned(turn, call.id, child_id))
+        child = self._logs(child_id)
+        if child.turns == 0:
+            self.emit(child, 1, OwnerSaid(task))
+        text = await self.run(child, 1) if 1 not in child.ended else child.last_text(1)
+        client = self._broker()
+        try:
+            absorbed = await client.request(Absorb(_rid(), parent.session, child_id), tries=6)
+        except (Unreachable, ProtocolError) as error:
+            raise BrokerGone(f"brokerd is not reachable, so the turn stops: {error}") from None
+        finally:
+            client.close()
+        if not isinstance(absorbed, State):
+            return "Error: the sub-agent's label could not be taken on, so its answer is held."
+        return cap_result(text or "(the sub-agent gave no answer)")
+
+
+class BrokerGone(Exception):
+    """brokerd did not answer at all: the turn cannot go on."""
+
+
+def _task_of(arguments: str) -> str | None:
+    try:
+        value = json.loads(arguments)
+    except (ValueError, RecursionError):
+        return None
+    if isinstance(value, dict) and list(value) == ["task"] and isinstance(value["task"], str):
+        return value["task"]
+    return None
+
+
+def _rid() -> str:
+    return f"l-{secrets.token_hex(8)}"
