@@ -1,0 +1,33 @@
+"""`python -m bench [NAME ...]`: run the named benchmarks (all by default) and write
+bench/results.json."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from bench import broker, loop
+
+BENCHMARKS: dict[str, Callable[[], None]] = {
+    "decision": broker.decision,
+    "toolcall": broker.toolcall,
+    "turn": loop.turn,
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument(
+        "names",
+        nargs="*",
+        choices=[*BENCHMARKS, []],
+        metavar="NAME",
+        help=f"one of {', '.join(BENCHMARKS)} (default: all)",
+    )
+    names = parser.parse_args().names or list(BENCHMARKS)
+    for name in names:
+        BENCHMARKS[name]()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""Real daemons for the benchmarks: a fresh home, started processes, a sync client."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from bxcore import wire
+from bxcore.home import Home
+from bxcore.messages import Ping
+from bxctl.init import init_home
+
+
+def fresh_home(folder: Path, config: str = "") -> Home:
+    home = Home(folder / "home")
+    init_home(home)
+    home.config.write_text(config)
+    return home
+
+
+@contextlib.contextmanager
+def daemon(name: str, home: Home, socket: str) -> Iterator[subprocess.Popen[bytes]]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", f"services.{name}", "--home", str(home.root)],
+        stdout=subprocess.DEVNULL,
+        stderr=open(home.root / f"{name}.log", "ab"),  # noqa: SIM115 - closed with the process
+        start_new_session=True,
+    )
+    try:
+        wait_ready(home, socket)
+        yield process
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def wait_ready(home: Home, socket: str, deadline_s: float = 15.0) -> None:
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        with contextlib.suppress(TimeoutError):
+            request(connect(home, socket), Ping("ready"), timeout_ms=200)
+            return
+    raise TimeoutError(f"{socket} did not answer in {deadline_s} s")
+
+
+def connect(home: Home, socket: str) -> zmq.Socket[bytes]:
+    dealer = zmq.Context.instance().socket(zmq.DEALER)
+    dealer.setsockopt(zmq.LINGER, 0)
+    dealer.connect(home.endpoint(socket))
+    return dealer
+
+
+def request(dealer: zmq.Socket[bytes], message: Any, timeout_ms: int = 30_000) -> Any:
+    dealer.send(wire.encode(message))
+    if not dealer.poll(timeout_ms):
+        dealer.close(linger=0)
+        raise TimeoutError("no answer")
+    return wire.decode(dealer.recv())
+
+
+def remove(folder: Path) -> None:
+    shutil.rmtree(folder, ignore_errors=True)

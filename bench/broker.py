@@ -1,0 +1,125 @@
+"""`decision` and `toolcall` (SPEC §17): brokerd measured against the machine's floor.
+
+decision: a denied call's round trip, fsync included, against a bare ZeroMQ round trip plus
+a bare append+fsync; and durable decisions per second with 16 concurrent clients.
+toolcall: an allowed read_file end to end, against bare bwrap plus bare `python -I -S`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from typing import Any
+
+import zmq
+
+from bench import floors
+from bench.box import connect, daemon, fresh_home, remove, request
+from bench.stats import save, show, summary, timed, verdict
+from bxcore import wire
+from bxcore.messages import Denied, Done, ToolRequest, ToolResponse
+
+_ids = itertools.count()
+
+
+def _call(tool: str, arguments: dict[str, Any], session: str = "bench") -> ToolRequest:
+    n = next(_ids)
+    return ToolRequest(f"r{n}", session, f"c{n}", tool, json.dumps(arguments))
+
+
+def decision(repeat: int = 2000, seconds: float = 3.0) -> None:
+    print("decision: a denied call's round trip, and decisions/s with 16 clients")
+    folder = floors.scratch()
+    try:
+        zmq_rt = summary(floors.zmq_round_trip(folder, repeat))
+        fsync = summary(floors.append_fsync(folder, repeat))
+        home = fresh_home(folder)
+        with daemon("brokerd", home, "broker"):
+            dealer = connect(home, "broker")
+
+            def denied() -> None:
+                answer = request(dealer, _call("read_file", {"path": "/etc/hostname"}))
+                assert isinstance(answer, ToolResponse) and isinstance(answer.outcome, Denied)
+
+            ours = summary(timed(denied, repeat, warmup=100))
+            dealer.close(linger=0)
+            rate = _concurrent(home, clients=16, seconds=seconds)
+    finally:
+        remove(folder)
+    show("bare ZeroMQ round trip (zmq.asyncio, ipc)", zmq_rt)
+    show("bare append + fsync", fsync)
+    show("brokerd denied round trip", ours)
+    floor = zmq_rt["median_ms"] + fsync["median_ms"]
+    ratio = ours["median_ms"] / floor
+    print(f"  16 clients: {rate:,.0f} durable decisions/s")
+    save(
+        "decision",
+        {
+            "zmq_round_trip": zmq_rt,
+            "append_fsync": fsync,
+            "denied_round_trip": ours,
+            "ratio": verdict("denied round trip / floor", ratio, "<= 1.5", ratio <= 1.5),
+            "decisions_per_s_16_clients": verdict(
+                "decisions/s, 16 clients", rate, ">= 8000", rate >= 8000
+            ),
+        },
+    )
+
+
+def _concurrent(home: Any, clients: int, seconds: float) -> float:
+    """Durable decisions per second, `clients` sockets each with one call in flight."""
+    sockets = [connect(home, "broker") for _ in range(clients)]
+    poller = zmq.Poller()
+    for socket in sockets:
+        poller.register(socket, zmq.POLLIN)
+        socket.send(wire.encode(_call("read_file", {"path": "/etc/hostname"})))
+    answered = 0
+    started = time.perf_counter()
+    deadline = started + seconds
+    while time.perf_counter() < deadline:
+        for socket, _ in poller.poll(5000):
+            reply = wire.decode(socket.recv())  # type: ignore[union-attr]
+            assert isinstance(reply, ToolResponse) and isinstance(reply.outcome, Denied)
+            answered += 1
+            socket.send(wire.encode(_call("read_file", {"path": "/etc/hostname"})))  # type: ignore[union-attr]
+    elapsed = time.perf_counter() - started
+    for socket in sockets:
+        socket.close(linger=0)
+    return answered / elapsed
+
+
+def toolcall(repeat: int = 200) -> None:
+    print("toolcall: an allowed read_file end to end")
+    folder = floors.scratch()
+    try:
+        bwrap = summary(floors.bwrap_true(repeat))
+        python = summary(floors.python_bare(repeat))
+        home = fresh_home(folder)
+        target = home.workspace / "note.md"
+        target.write_text("a short note\n")
+        with daemon("brokerd", home, "broker"):
+            dealer = connect(home, "broker")
+
+            def read() -> None:
+                answer = request(dealer, _call("read_file", {"path": str(target)}))
+                assert isinstance(answer, ToolResponse) and isinstance(answer.outcome, Done)
+                assert answer.outcome.output == "a short note\n", answer
+
+            ours = summary(timed(read, repeat, warmup=10))
+            dealer.close(linger=0)
+    finally:
+        remove(folder)
+    show("bare bwrap … /bin/true", bwrap)
+    show("bare python -I -S -c pass", python)
+    show("brokerd allowed read_file", ours)
+    ratio = ours["median_ms"] / (bwrap["median_ms"] + python["median_ms"])
+    save(
+        "toolcall",
+        {
+            "bwrap_true": bwrap,
+            "python_bare": python,
+            "read_file": ours,
+            "ratio": verdict("read_file / floor", ratio, "<= 1.3", ratio <= 1.3),
+        },
+    )

@@ -1,0 +1,97 @@
+"""The machine's floors, measured in the same run as our figures (SPEC §17)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import zmq
+
+from bench.stats import timed
+
+ECHO_SERVER = textwrap.dedent(
+    """
+    import asyncio, sys, zmq, zmq.asyncio
+    async def main():
+        ctx = zmq.asyncio.Context()
+        s = ctx.socket(zmq.ROUTER)
+        s.bind(sys.argv[1])
+        print("ready", flush=True)
+        while True:
+            frames = await s.recv_multipart()
+            await s.send_multipart(frames)
+    asyncio.run(main())
+    """
+)
+
+
+def zmq_round_trip(folder: Path, repeat: int) -> list[float]:
+    """A DEALER's round trip to a bare zmq.asyncio ROUTER echo in another process, over ipc."""
+    endpoint = f"ipc://{folder}/echo.sock"
+    server = subprocess.Popen(
+        [sys.executable, "-c", ECHO_SERVER, endpoint], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert server.stdout is not None and server.stdout.readline().strip() == "ready"
+        ctx = zmq.Context()
+        dealer = ctx.socket(zmq.DEALER)
+        dealer.connect(endpoint)
+        payload = b'{"type":"tool_request","id":"r1","session":"chat-1","call":"c","tool":"x"}'
+
+        def once() -> None:
+            dealer.send(payload)
+            dealer.recv()
+
+        samples = timed(once, repeat, warmup=200)
+        dealer.close(linger=0)
+        ctx.term()
+        return samples
+    finally:
+        server.kill()
+        server.wait()
+
+
+def append_fsync(folder: Path, repeat: int) -> list[float]:
+    """One ~300-byte line appended to a file and fsynced, on the home's file system."""
+    line = b'{"seq":1,"kind":"decision","arguments":"' + b"x" * 240 + b'"}\n'
+    fd = os.open(folder / "floor.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+
+    def once() -> None:
+        os.write(fd, line)
+        os.fsync(fd)
+
+    try:
+        return timed(once, repeat)
+    finally:
+        os.close(fd)
+
+
+def bwrap_true(repeat: int) -> list[float]:
+    """`bwrap --unshare-all … /bin/true`: a fresh sandbox and nothing in it."""
+    bwrap = shutil.which("bwrap")
+    assert bwrap, "bwrap is not installed"
+    argv = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
+            "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink",
+            "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--proc", "/proc",
+            "--dev", "/dev", "--tmpfs", "/tmp", "/bin/true"]  # fmt: skip
+    return timed(lambda: subprocess.run(argv, check=True), repeat, warmup=5)
+
+
+def python_bare(repeat: int) -> list[float]:
+    """`python -I -S -c pass` with this environment's interpreter."""
+    argv = [sys.executable, "-I", "-S", "-c", "pass"]
+    return timed(lambda: subprocess.run(argv, check=True), repeat, warmup=5)
+
+
+def scratch() -> Path:
+    return Path(tempfile.mkdtemp(prefix="bxb-", dir="/tmp"))
+
+
+def now() -> float:
+    return time.perf_counter()

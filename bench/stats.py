@@ -1,0 +1,60 @@
+"""Medians, p99s and the results file: what every benchmark reports the same way."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).with_name("results.json")
+
+
+def summary(samples_s: list[float]) -> dict[str, float]:
+    """Median and p99 in milliseconds of a list of durations in seconds."""
+    ordered = sorted(samples_s)
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    return {
+        "median_ms": round(statistics.median(ordered) * 1000, 4),
+        "p99_ms": round(p99 * 1000, 4),
+        "n": len(ordered),
+    }
+
+
+def timed(action: Callable[[], object], repeat: int, warmup: int = 20) -> list[float]:
+    for _ in range(warmup):
+        action()
+    samples = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        action()
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+def show(name: str, figure: dict[str, float]) -> None:
+    print(f"  {name:<44} median {figure['median_ms']:9.3f} ms   p99 {figure['p99_ms']:9.3f} ms")
+
+
+def verdict(name: str, value: float, target: str, ok: bool) -> dict[str, Any]:
+    print(f"  => {name}: {value:.3f} (target {target}) {'ok' if ok else 'MISSED'}")
+    return {"value": round(value, 4), "target": target, "ok": ok}
+
+
+def save(section: str, figures: dict[str, Any]) -> None:
+    """Merge one benchmark's figures into bench/results.json, with when and where."""
+    try:
+        results = json.loads(RESULTS.read_text())
+    except (OSError, ValueError):
+        results = {}
+    results[section] = {
+        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cpus, "
+        f"Python {platform.python_version()}",
+        **figures,
+    }
+    RESULTS.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
