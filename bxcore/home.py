@@ -112,6 +112,10 @@ class Home:
     def keys(self) -> Path:
         return self.root / "keys"
 
+    def witness(self, who: str) -> Path:
+        """The newest ledger head `who` (gatewayd, bxctl) has seen (§7): the owner's side."""
+        return self.root / "witness" / f"{_name('witness', who)}.json"
+
     # -- the services' files ---------------------------------------------------------------
 
     @property

@@ -71,6 +71,17 @@ class Verdict(enum.StrEnum):
     DENIED = "denied"
 
 
+class ServiceState(enum.StrEnum):
+    """A supervised service's life (§13): the supervisor's table says how it moves."""
+
+    STARTING = "starting"
+    RUNNING = "running"
+    BACKOFF = "backoff"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    FAILED = "failed"
+
+
 class EndReason(enum.StrEnum):
     DONE = "done"
     MAX_STEPS = "max_steps"
@@ -491,4 +502,79 @@ class History:
     id: RequestId
     session: Session
     events: tuple[TurnEvent, ...]
+    more: bool = False
+
+
+# --- the supervisor socket (§13) -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceInfo:
+    """One supervised service: its state, process, restarts and how it last ended."""
+
+    name: Short
+    state: ServiceState
+    restarts: Count
+    since: Short  # when it entered its state
+    pid: Count | None = None
+    last_exit: Short | None = None  # "exit 1", "signal 9"
+
+
+@dataclass(frozen=True, slots=True)
+class SupervisorStatus:
+    TYPE: ClassVar[str] = "supervisor_status"
+    id: RequestId
+
+
+@dataclass(frozen=True, slots=True)
+class SupervisorRestart:
+    """Restart one service, or all of them in order when `service` is absent."""
+
+    TYPE: ClassVar[str] = "supervisor_restart"
+    id: RequestId
+    service: Short | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SupervisorStop:
+    """Stop one service (it stays stopped), or the whole box when `service` is absent."""
+
+    TYPE: ClassVar[str] = "supervisor_stop"
+    id: RequestId
+    service: Short | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SupervisorReport:
+    TYPE: ClassVar[str] = "supervisor_report"
+    id: RequestId
+    pid: Count
+    sandbox: Short  # the [sandbox] mode: "bwrap" or "none" (UNSANDBOXED)
+    services: tuple[ServiceInfo, ...]
+    console: Short | None = None  # the console's URL, when gatewayd serves one
+
+
+# --- the gateway socket (§12): what `bxctl chat` needs -----------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class EventsQuery:
+    """A session's events after `after`, waiting up to `wait_ms` for the first new one."""
+
+    TYPE: ClassVar[str] = "events_query"
+    id: RequestId
+    session: Session
+    after: Count
+    wait_ms: Annotated[int, Int(0, MAX_WAIT_MS)]
+
+
+@dataclass(frozen=True, slots=True)
+class Events:
+    """New events of a session, and the approvals pending for it now."""
+
+    TYPE: ClassVar[str] = "events"
+    id: RequestId
+    session: Session
+    events: tuple[TurnEvent, ...]
+    pending: tuple[ApprovalInfo, ...]
     more: bool = False
