@@ -1,0 +1,141 @@
+"""`bxctl session list | show` and `bxctl explain` (SPEC §13): the sessions, each with its
+label and history, and what brokerd would decide for a call now and why.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from bxcore import wire
+from bxcore.home import Home
+from bxcore.labels import Label
+from bxcore.messages import (
+    Explain,
+    Explanation,
+    History,
+    HistoryQuery,
+    SessionList,
+    SessionsQuery,
+    State,
+    StateQuery,
+    TurnEvent,
+)
+from bxctl.connect import ask
+from bxctl.output import fail, print_json, say, table
+
+app = typer.Typer(help="The agent's sessions: their labels and histories.", no_args_is_help=True)
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+
+
+def label_text(label: Label) -> str:
+    return f"{label.class_}{', untrusted' if label.untrusted else ''}"
+
+
+def event_text(event: TurnEvent) -> str:
+    """One event as one line for the owner (the reason of a denial, never its detail)."""
+    data = wire.dump_json(_event_fields(event))
+    return f"turn {event.turn} #{event.seq} {type(event.event).TAG}: {data}"
+
+
+def _event_fields(event: TurnEvent) -> dict[str, Any]:
+    from bxcore.schema import to_json_object
+
+    fields = to_json_object(event.event)
+    return {k: (v[:200] + "…" if isinstance(v, str) and len(v) > 200 else v)
+            for k, v in fields.items()}  # fmt: skip
+
+
+def _label(home: Home, session: str) -> Label:
+    answer = ask(home, "admin", StateQuery("bxctl-state", session))
+    if not isinstance(answer, State):
+        fail(f"brokerd answered {type(answer).__name__}")
+    return answer.label
+
+
+@app.command("list")
+def list_(ctx: typer.Context, as_json: JsonOption = False) -> None:
+    """Every session loopd knows, with its turns and label."""
+    home: Home = ctx.obj.home
+    answer = ask(home, "loop", SessionsQuery("bxctl-sessions"))
+    if not isinstance(answer, SessionList):
+        fail(f"loopd answered {type(answer).__name__}")
+    rows = [(s, _label(home, s.session)) for s in answer.sessions]
+    if as_json:
+        print_json(
+            [
+                {"session": s.session, "turns": s.turns, "busy": s.busy, "updated": s.updated,
+                 "class": label.class_.value, "untrusted": label.untrusted}
+                for s, label in rows
+            ]
+        )  # fmt: skip
+        return
+    if not rows:
+        say("no sessions yet; start one with `bxctl chat`")
+        return
+    table(
+        ["SESSION", "TURNS", "STATE", "LABEL", "UPDATED"],
+        [[s.session, s.turns, "busy" if s.busy else "idle", label_text(label), s.updated]
+         for s, label in rows],
+    )  # fmt: skip
+
+
+@app.command()
+def show(
+    ctx: typer.Context,
+    session: Annotated[str, typer.Argument(metavar="ID")],
+    as_json: JsonOption = False,
+) -> None:
+    """A session's label and its whole history."""
+    home: Home = ctx.obj.home
+    label = _label(home, session)
+    events: list[TurnEvent] = []
+    after = 0
+    while True:
+        answer = ask(home, "loop", HistoryQuery("bxctl-history", session, after or None))
+        if not isinstance(answer, History):
+            fail(f"loopd answered {type(answer).__name__}")
+        events += answer.events
+        if not answer.more or not answer.events:
+            break
+        after = answer.events[-1].seq
+    if as_json:
+        print_json(
+            {
+                "session": session,
+                "label": {"class": label.class_.value, "untrusted": label.untrusted},
+                "events": [wire.dump_json(_event_fields(e)) for e in events],
+            }
+        )
+        return
+    say(f"{session}: {label_text(label)}, {len(events)} events")
+    for event in events:
+        say(event_text(event))
+
+
+def explain(
+    ctx: typer.Context,
+    tool: Annotated[str, typer.Argument(help="The tool, like read_file.")],
+    arguments: Annotated[str, typer.Argument(help='The arguments, like \'{"path":"/a"}\'.')],
+    session: Annotated[str, typer.Option(help="The session whose label counts.")] = "chat",
+    as_json: JsonOption = False,
+) -> None:
+    """What brokerd would decide for this call now, and why; nothing runs or is recorded."""
+    home: Home = ctx.obj.home
+    answer = ask(home, "admin", Explain("bxctl-explain", session, tool, arguments))
+    if not isinstance(answer, Explanation):
+        fail(f"brokerd answered {type(answer).__name__}")
+    if as_json:
+        print_json(
+            {"verdict": answer.verdict.value, "reason": answer.reason, "winner": answer.winner,
+             "label": {"class": answer.label.class_.value, "untrusted": answer.label.untrusted},
+             "steps": list(answer.steps)}
+        )  # fmt: skip
+        return
+    outcome = answer.verdict.value + (f" ({answer.reason})" if answer.reason else "")
+    style = {"allowed": "green", "ask": "yellow"}.get(answer.verdict.value, "red")
+    say(f"{tool}: {outcome}", style=style)
+    for step in answer.steps:
+        say(f"  - {step}")
