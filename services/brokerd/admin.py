@@ -14,6 +14,8 @@ import anyio
 
 from bxcore.messages import (
     Absorb,
+    ApprovalInfo,
+    ApprovalRequested,
     AuditRecords,
     AuditReport,
     AuditTail,
@@ -33,7 +35,7 @@ from bxcore.messages import (
     Verdict,
     VerdictRequest,
 )
-from bxcore.wire import MAX_MESSAGE
+from bxcore.wire import MAX_MESSAGE, encode
 from services.brokerd import policy
 from services.brokerd.broker import Broker
 from services.brokerd.desk import Desk
@@ -75,7 +77,7 @@ class Admin:
         if isinstance(message, VerdictRequest):
             return await self.desk.verdict(message)
         if isinstance(message, PendingQuery):
-            return PendingList(message.id, tuple(a.info() for a in self.desk.pending()))
+            return self.pending_list(message)
         if isinstance(message, GrantsReload):
             grants = read_folder(self.broker.grants.folder)
             every: list[Grant | InvalidGrant] = [*grants.valid, *grants.invalid]
@@ -89,12 +91,28 @@ class Admin:
             return self.broker.state_query(message)
         if isinstance(message, Explain):
             return self.explain(message)
-        request_id = getattr(message, "id", None) or "?"
+        request_id = getattr(message, "id", None)
+        if request_id is None:  # an event, say: no id to answer to, so dropped (§3.1)
+            return None
         if isinstance(message, BROKER_ONLY):
             return Error(request_id, ErrorCode.WRONG_SOCKET, "this belongs on the broker socket")
         return Error(
             request_id, ErrorCode.BAD_MESSAGE, f"the admin socket does not take {message.TYPE}"
         )
+
+    def pending_list(self, message: PendingQuery) -> PendingList:
+        """The pending approvals, oldest first, each with every argument, as many as fit in
+        one message: a flood of large approvals must not leave the owner with no answer."""
+        infos: list[ApprovalInfo] = []
+        size = 0
+        for approval in self.desk.pending():
+            info = approval.info()
+            grown = size + len(encode(ApprovalRequested(info)))
+            if grown > MAX_RECORDS_BYTES:
+                continue  # listed once older ones are settled; never shown cut
+            infos.append(info)
+            size = grown
+        return PendingList(message.id, tuple(infos))
 
     def audit_tail(self, message: AuditTail) -> Any:
         """The newest records that fit in one message, oldest first."""

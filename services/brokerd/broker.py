@@ -102,7 +102,9 @@ class Broker:
             return await self.absorb(message)
         if isinstance(message, StateQuery):
             return self.state_query(message)
-        request_id = getattr(message, "id", None) or "?"
+        request_id = getattr(message, "id", None)
+        if request_id is None:  # an event, say: no id to answer to, so dropped (§3.1)
+            return None
         if type(message).TYPE in ADMIN_ONLY:
             return Error(request_id, ErrorCode.WRONG_SOCKET, "this belongs on the admin socket")
         return Error(request_id, ErrorCode.BAD_MESSAGE, f"brokerd does not take {message.TYPE}")

@@ -128,17 +128,25 @@ class Desk:
             text = f"no approval {message.approval} for session {message.session}"
             return Error(message.id, ErrorCode.UNKNOWN_APPROVAL, text)
         key = (approval.session, approval.call)
+        settled = self._settled[approval.id]
+        if settled.is_set() and self.broker.calls.making(key) is None:
+            # Answered at once, with no checkpoint: `wait_ms = 0` must not hide an answer.
+            return ToolResponse(message.id, self._answer(approval, key))
         with anyio.move_on_after(message.wait_ms / 1000):
-            await self._settled[approval.id].wait()
+            await settled.wait()
             making = self.broker.calls.making(key)
             if making is not None:
                 return ToolResponse(message.id, await making.wait())
-            outcome = self.broker.calls.kept(key)
-            if outcome is None:
-                recorded = self.broker.ledger.lookup(*key)
-                outcome = replay(recorded) if recorded is not None else Pending(approval.id)
-            return ToolResponse(message.id, outcome)
+            return ToolResponse(message.id, self._answer(approval, key))
         return ToolResponse(message.id, Pending(approval.id))
+
+    def _answer(self, approval: Approval, key: tuple[str, str]) -> Outcome:
+        """The answer of a settled approval's call, kept or rebuilt from the ledger."""
+        outcome = self.broker.calls.kept(key)
+        if outcome is None:
+            recorded = self.broker.ledger.lookup(*key)
+            outcome = replay(recorded) if recorded is not None else Pending(approval.id)
+        return outcome
 
     # --- verdicts --------------------------------------------------------------------------
 
