@@ -88,7 +88,7 @@ class Admin:
         if isinstance(message, AuditVerify):
             return await self.audit_verify(message)
         if isinstance(message, StateQuery):
-            return self.broker.state_query(message)
+            return self.broker.state_query(message, peek=True)
         if isinstance(message, Explain):
             return self.explain(message)
         request_id = getattr(message, "id", None)
@@ -149,7 +149,7 @@ class Admin:
     def explain(self, message: Explain) -> Any:
         """What brokerd would decide for this call now, step by step; nothing is recorded."""
         try:
-            label = self.broker.state.read(message.session)
+            label = self.broker.state.peek(message.session)
         except StateError as error:
             return Error(message.id, ErrorCode.UNAVAILABLE, str(error))
         trace: list[str] = [

@@ -109,9 +109,11 @@ class Broker:
             return Error(request_id, ErrorCode.WRONG_SOCKET, "this belongs on the admin socket")
         return Error(request_id, ErrorCode.BAD_MESSAGE, f"brokerd does not take {message.TYPE}")
 
-    def state_query(self, message: StateQuery) -> Any:
+    def state_query(self, message: StateQuery, *, peek: bool = False) -> Any:
+        """The session's label; `peek` (the owner asking) never creates a sub-agent's file."""
+        look = self.state.peek if peek else self.state.read
         try:
-            return State(message.id, message.session, self.state.read(message.session))
+            return State(message.id, message.session, look(message.session))
         except StateError as error:
             return Error(message.id, ErrorCode.UNAVAILABLE, str(error))
 

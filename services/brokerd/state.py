@@ -74,6 +74,15 @@ class StateStore:
             return SESSION_DEFAULT
         return self.raise_(session, SESSION_DEFAULT, self.read(parent))
 
+    def peek(self, session: str) -> Label:
+        """The label `read` would give, creating nothing: for the owner's questions, which
+        must not fix a sub-agent's label before the sub-agent exists."""
+        on_disk = self._on_disk(session)
+        if on_disk is not None:
+            return on_disk
+        parent = parent_of_sub(session)
+        return SESSION_DEFAULT if parent is None else SESSION_DEFAULT.join(self.peek(parent))
+
     def raise_(self, session: str, current: Label, label: Label) -> Label:
         """Raise `session` from `current` by `label` and return the result.
 

@@ -136,3 +136,17 @@ def test_an_invalid_session_id_is_refused_before_any_path_is_built(store: StateS
     for bad in ("../x", "a/b", ".hidden", "", "x" * 129):
         with pytest.raises(StateError):
             store.read(bad)
+
+
+def test_peeking_at_a_subagent_inherits_without_creating_its_file(store: StateStore) -> None:
+    store.raise_("mm-thread", PRIVATE, SECRET_UNTRUSTED)
+    assert store.peek("sub-mm-thread-3") == SECRET_UNTRUSTED
+    assert not (store.folder / "sub-mm-thread-3.json").exists()
+    store.raise_("mm-thread", SECRET_UNTRUSTED, SECRET_UNTRUSTED)
+    assert store.read("sub-mm-thread-3") == SECRET_UNTRUSTED
+    assert (store.folder / "sub-mm-thread-3.json").exists()
+
+
+def test_peeking_at_a_plain_session_creates_nothing(store: StateStore) -> None:
+    assert store.peek("chat-1") == PRIVATE
+    assert not store.folder.exists()
