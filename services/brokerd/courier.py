@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import secrets
 import shutil
 import tempfile
@@ -26,11 +27,12 @@ from bxcore.tools import BROKERED, Mount, Runner
 from services.brokerd import sandbox
 from services.brokerd.fetch_proxy import OneTunnel
 from services.brokerd.policy import Allowed
-from services.brokerd.sandbox import Call, Finished, Host, Limits
+from services.brokerd.sandbox import Call, Finished, Host, Limits, Unconfinable
 
 log = logging.getLogger(__name__)
 
 GRACE_S = 1.0  # the sandbox's wall comes this long after the toolkit's own timeout
+GRANTED = frozenset({Mount.READ_ONLY, Mount.READ_WRITE, Mount.WORKDIR})  # bind the winner's path
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,32 +108,49 @@ class Courier:
         if self.sandboxed and self.host.bwrap is None:
             return Result.failed("sandbox unavailable: bwrap not found (install bubblewrap)")
         timeout = self._timeout(spec.mount)
+        bound: int | None = None
+        if self.sandboxed and spec.mount in GRANTED and allowed.winner.path:
+            try:
+                bound = sandbox.open_granted(allowed.winner.path)
+            except Unconfinable as why:
+                log.warning("%s (grant %s)", why, allowed.winner.id)
+                return Result.failed(str(why))
         call = Call(
             tool=spec.name,
             mount=spec.mount,
             path=allowed.winner.path,
             cwd=allowed.args.cwd,
+            bound=bound,
             timeout_s=timeout,
             ca_file=self.config.fetch_ca_file or None,
         )
         stdin = allowed.args.canonical_json().encode("utf-8")
-        if spec.mount is not Mount.PROXY:
-            return self._judge(await self._start(call, stdin, timeout), timeout)
-        assert allowed.args.host is not None
+        try:
+            if spec.mount is not Mount.PROXY:
+                return self._judge(await self._start(call, stdin, timeout), timeout)
+            assert allowed.args.host is not None
+            return await self._fetch(call, allowed.args.host, stdin, timeout)
+        finally:
+            if bound is not None:
+                os.close(bound)
+
+    async def _fetch(self, call: Call, host: str, stdin: bytes, timeout: float) -> Result:
+        """`http_fetch`: the sandbox, with a one-tunnel proxy to `host` for the while."""
         folder = Path(tempfile.mkdtemp(prefix="fetch-", dir=self._run_dir))
         try:
             tunnel = OneTunnel(
-                folder / "p.sock",
-                allowed.args.host,
-                pins=self.config.fetch_pins,
-                timeout_s=timeout,
+                folder / "p.sock", host, pins=self.config.fetch_pins, timeout_s=timeout + GRACE_S
             )
             async with anyio.create_task_group() as tasks:
-                await tasks.start(tunnel.serve)
+                try:
+                    await tasks.start(tunnel.serve)
+                except OSError as error:
+                    why = error.strerror or str(error)
+                    return Result.failed(f"sandbox unavailable: the fetch proxy: {why}")
                 call = dataclasses.replace(call, proxy=str(tunnel.path))
                 finished = await self._start(call, stdin, timeout)
                 tasks.cancel_scope.cancel()
-            log.info("http_fetch %s: %s", allowed.args.host, tunnel.outcome)
+            log.info("http_fetch %s: %s", host, tunnel.outcome)
             return self._judge(finished, timeout)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
@@ -145,9 +164,16 @@ class Courier:
             argv = sandbox.unconfined_command(self.host, call)
             env = sandbox.environment(call, inside=False)
             cwd = (call.cwd or call.path) if call.mount is Mount.WORKDIR else None
+        fds = (call.bound,) if call.bound is not None else ()
         try:
             return await sandbox.run(
-                argv, stdin, timeout_s=timeout + GRACE_S, limits=self._limits, env=env, cwd=cwd
+                argv,
+                stdin,
+                timeout_s=timeout + GRACE_S,
+                limits=self._limits,
+                env=env,
+                cwd=cwd,
+                pass_fds=fds,
             )
         except OSError as error:
             what = "sandbox unavailable" if self.sandboxed else "the toolkit could not start"

@@ -3,37 +3,53 @@
 brokerd listens on a fresh Unix socket that only that call's sandbox can see. It accepts one
 connection, which must ask `CONNECT <the checked host>:443`; it resolves the name itself and
 refuses loopback, private, link-local, multicast and other non-public addresses (the
-DNS-rebinding guard), connects, answers 200 and relays bytes until either side closes. TLS
-runs end to end through it. `fetch_pins` (config, for tests) names an address for a host.
+DNS-rebinding guard), connects to the address it checked, answers 200 and relays bytes until
+either side closes or the deadline passes. TLS runs end to end through it. `fetch_pins`
+(config, for tests) names an address for a host. It never connects anywhere else.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ipaddress
 import logging
 import socket
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
+from typing import Protocol
 
 import anyio
-from anyio.abc import ByteStream, SocketStream
+from anyio.abc import ByteStream, SocketAttribute
 
 log = logging.getLogger(__name__)
 
 MAX_HEAD = 8192
 Resolver = Callable[[str, int], Awaitable[list[str]]]
+Connector = Callable[[str, int], Awaitable[ByteStream]]
+NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 
 
 def public(address: str) -> bool:
     """True for an address a fetch may reach: not loopback, private, link-local, multicast,
-    unspecified or reserved (an IPv4-mapped IPv6 address is judged as its IPv4 address)."""
+    unspecified or reserved. An IPv4-mapped IPv6 address is judged as its IPv4 address; a
+    6to4 or NAT64 one must pass both as itself and as the IPv4 address it carries."""
     try:
         ip = ipaddress.ip_address(address)
     except ValueError:
         return False
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return _global(ip.ipv4_mapped)
+        carried = ip.sixtofour
+        if ip in NAT64:
+            carried = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+        if carried is not None and not _global(carried):
+            return False
+    return _global(ip)
+
+
+def _global(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     return not (
         ip.is_loopback
         or ip.is_private
@@ -61,14 +77,51 @@ class Refused(Exception):
     """Why the tunnel was not opened; answered to the sandbox as a 403 with this text."""
 
 
-async def _read_head(stream: ByteStream) -> bytes:
-    head = b""
-    while b"\r\n\r\n" not in head:
-        chunk = await stream.receive(MAX_HEAD)
-        head += chunk
-        if len(head) > MAX_HEAD:
+class Stream(Protocol):
+    """What the relay needs of either end."""
+
+    async def receive(self, max_bytes: int = 65536, /) -> bytes: ...
+    async def send(self, item: bytes, /) -> None: ...
+    async def send_eof(self) -> None: ...
+
+
+class _UnixEnd:
+    """The accepted connection, read and written with asyncio's own socket calls. anyio's
+    Unix streams (4.16) can fail a read cancelled just as data arrives with InvalidStateError
+    in a loop callback, and a tunnel is cancelled whenever its call ends; asyncio's
+    `sock_recv` and `sock_sendall` check for that. The socket stays owned by anyio's stream."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._loop = asyncio.get_running_loop()
+
+    async def receive(self, max_bytes: int = 65536, /) -> bytes:
+        data = await self._loop.sock_recv(self._sock, max_bytes)
+        if not data:
+            raise anyio.EndOfStream
+        return data
+
+    async def send(self, item: bytes, /) -> None:
+        await self._loop.sock_sendall(self._sock, item)
+
+    async def send_eof(self) -> None:
+        self._sock.shutdown(socket.SHUT_WR)
+
+
+async def _read_head(stream: Stream) -> tuple[bytes, bytes]:
+    """The request head (through its blank line), and what came after it in the same reads:
+    the start of the tunnel, which is relayed, not dropped."""
+    data = b""
+    while True:
+        end = data.find(b"\r\n\r\n")
+        if end >= 0 and end + 4 <= MAX_HEAD:
+            return data[: end + 4], data[end + 4 :]
+        if len(data) >= MAX_HEAD:
             raise Refused("the request head is too long")
-    return head
+        try:
+            data += await stream.receive(MAX_HEAD)
+        except anyio.EndOfStream:
+            raise Refused("the connection closed before a whole request head") from None
 
 
 def target_of(head: bytes, host: str) -> None:
@@ -82,7 +135,8 @@ def target_of(head: bytes, host: str) -> None:
 
 
 class OneTunnel:
-    """A listener that opens at most one tunnel, to `host`, and then stops."""
+    """A listener that opens at most one tunnel, to `host`, and then stops. Everything, from
+    the accepted connection to the last relayed byte, happens within `timeout_s`."""
 
     def __init__(
         self,
@@ -92,12 +146,14 @@ class OneTunnel:
         pins: Mapping[str, str],
         timeout_s: float,
         resolver: Resolver = resolve,
+        connect: Connector = anyio.connect_tcp,
     ) -> None:
         self.path = path
         self.host = host
         self._pins = pins
         self._timeout = timeout_s
         self._resolver = resolver
+        self._connect = connect
         self.outcome = "no connection"
 
     def __repr__(self) -> str:
@@ -109,33 +165,47 @@ class OneTunnel:
         listener = await anyio.create_unix_listener(self.path)
         task_status.started()
         async with listener:  # one connection, then the socket is closed
-            client = await listener.accept()
-        async with client:
-            await self._tunnel(client)
+            accepted = await listener.accept()
+        async with accepted:
+            client = _UnixEnd(accepted.extra(SocketAttribute.raw_socket))
+            with anyio.move_on_after(self._timeout) as scope:
+                await self._tunnel(client)
+            if not scope.cancelled_caught:
+                return
+            if self.outcome.startswith("tunnel"):
+                self.outcome += f", cut at {self._timeout:g} s"
+            else:
+                self.outcome = f"timed out after {self._timeout:g} s before a tunnel opened"
+                with anyio.move_on_after(1):
+                    await _answer(client, b"504 Gateway Timeout", self.outcome)
+            log.info("fetch proxy: %s", self.outcome)
 
-    async def _tunnel(self, client: SocketStream) -> None:
+    async def _tunnel(self, client: Stream) -> None:
         try:
-            with anyio.fail_after(self._timeout):
-                head = await _read_head(client)
-                target_of(head, self.host)
-                address, port = await self._address()
-                upstream = await anyio.connect_tcp(address, port)
+            head, rest = await _read_head(client)
+            target_of(head, self.host)
+            address, port = await self._address()
+            upstream = await self._connect(address, port)
         except Refused as why:
             self.outcome = f"refused: {why}"
             log.info("fetch proxy: %s", self.outcome)
             await _answer(client, b"403 Forbidden", str(why))
             return
-        except (OSError, TimeoutError, anyio.BrokenResourceError, anyio.EndOfStream) as error:
+        except (OSError, anyio.BrokenResourceError, anyio.EndOfStream) as error:
             self.outcome = f"failed: {error or type(error).__name__}"
             await _answer(client, b"502 Bad Gateway", self.outcome)
             return
         self.outcome = f"tunnel to {address}:{port}"
         async with upstream:
-            await client.send(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            with anyio.move_on_after(self._timeout):
-                async with anyio.create_task_group() as tasks:
-                    tasks.start_soon(_pump, client, upstream, tasks.cancel_scope)
-                    tasks.start_soon(_pump, upstream, client, tasks.cancel_scope)
+            try:
+                await client.send(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                if rest:
+                    await upstream.send(rest)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                return
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(_pump, client, upstream, tasks.cancel_scope)
+                tasks.start_soon(_pump, upstream, client, tasks.cancel_scope)
 
     async def _address(self) -> tuple[str, int]:
         pin = self._pins.get(self.host)
@@ -152,18 +222,23 @@ class OneTunnel:
         return usable[0], 443
 
 
-async def _answer(client: ByteStream, status: bytes, why: str) -> None:
+async def _answer(client: Stream, status: bytes, why: str) -> None:
     body = why.encode("utf-8", "replace")[:500]
     head = b"HTTP/1.1 %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % (status, len(body))
     with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
         await client.send(head + body)
 
 
-async def _pump(source: ByteStream, sink: ByteStream, scope: anyio.CancelScope) -> None:
+async def _pump(source: Stream, sink: Stream, scope: anyio.CancelScope) -> None:
+    """Copy `source` to `sink`. At its end, pass the end on and let the other way finish (a
+    half-closed tunnel still carries the answer); on a broken end, stop both ways."""
     try:
         while True:
             await sink.send(await source.receive(65536))
-    except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-        pass
-    finally:
+    except anyio.EndOfStream:
+        try:
+            await sink.send_eof()
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            scope.cancel()
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
         scope.cancel()

@@ -1,9 +1,11 @@
 """The sandbox (SPEC §8.2): the `bwrap` command for one call, and running it within limits.
 
 `command` is pure: it builds the argument vector from the tool's description, the winner's
-path and what the host looks like. `run` starts it in its own process group with rlimits,
-feeds the checked arguments on standard input, caps what it reads, and kills the whole group
-at the timeout. `mode = "none"` (development only) runs the toolkit with no confinement.
+path and what the host looks like. `open_granted` pins the winner's path as a descriptor
+(never through a symbolic link), so that what is bound is what the grant names. `run` starts
+bwrap in its own process group with rlimits, feeds the checked arguments on standard input,
+caps what it reads, and kills it all at the timeout. `mode = "none"` (development only) runs
+the toolkit with no confinement. docs/sandbox.md says what is bound and why.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import contextlib
 import os
 import resource
 import signal
+import stat
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,7 +24,7 @@ import anyio
 
 from bxcore.tools import Mount
 
-#: Where the toolkit package, and the fetch proxy's socket, appear inside the sandbox.
+#: Where the fetch proxy's socket and a test CA appear inside an http_fetch sandbox.
 INSIDE = "/run/bx"
 PROXY_INSIDE = f"{INSIDE}/fetch.sock"
 CA_INSIDE = f"{INSIDE}/ca.pem"
@@ -38,7 +41,7 @@ class Host:
     bwrap: str | None  # the bwrap program, None when it is not installed
     python: str  # the real interpreter (not a venv's link to it)
     python_prefix: str  # the folder holding its standard library, bound read-only
-    toolkit: str  # the folder of the toolkit package, bound at INSIDE/toolkit
+    toolkit: str  # the folder of the toolkit package (named `toolkit`), bound where it is
     links: tuple[tuple[str, str], ...] = ()  # /bin -> usr/bin and the like
     folders: tuple[str, ...] = ()  # /lib64 and the like when they are real folders
 
@@ -52,7 +55,10 @@ class Host:
                 links.append((os.readlink(path), path))
             elif os.path.isdir(path):
                 folders.append(path)
-        return cls(bwrap, os.path.realpath(python), prefix, toolkit, tuple(links), tuple(folders))
+        # Real paths: a bind's source and destination are then the same folder, and the
+        # interpreter is found under the prefix that is bound.
+        real = os.path.realpath
+        return cls(bwrap, real(python), real(prefix), real(toolkit), tuple(links), tuple(folders))
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +69,7 @@ class Call:
     mount: Mount
     path: str | None  # the winner's path (file tools, shell)
     cwd: str | None = None  # shell's working folder (else the winner's path)
+    bound: int | None = None  # `path` pinned by `open_granted`; None binds nothing of it
     timeout_s: float = 10.0
     proxy: str | None = None  # the fetch proxy's socket on the host
     ca_file: str | None = None  # an extra CA bundle for http_fetch (tests)
@@ -71,28 +78,44 @@ class Call:
 
 def command(host: Host, call: Call) -> list[str]:
     """The `bwrap` argument vector for `call` (§8.2): fresh namespaces, no capability, system
-    folders read-only, and of the host only what the winner names."""
+    folders read-only, and of the host only what the winner names.
+
+    The winner's path is bound from the descriptor `call.bound` (`--bind-fd`), which
+    `open_granted` reached without following a symbolic link: binding it by name would let
+    bwrap follow a link that a tool swapped in since (a folder replaced by `ln -s / folder`).
+    The descriptor is passed to bwrap, which closes it before the tool starts."""
     assert host.bwrap is not None
+    granted = call.mount in (Mount.READ_ONLY, Mount.READ_WRITE, Mount.WORKDIR)
+    grant = call.path if granted and call.path and call.bound is not None else None
+    # System folders are bound where they are on the host, so that under a grant of one of
+    # their parents (`/` above all) their mount points already exist: bwrap never has to
+    # create one inside a bound host folder (a read-only one would fail, a writable one
+    # would be changed). The host's own /bin-style links come with a grant of `/`.
     binds: list[tuple[str, list[str]]] = [
         ("/usr", ["--ro-bind", "/usr", "/usr"]),
         (host.python_prefix, ["--ro-bind", host.python_prefix, host.python_prefix]),
-        (f"{INSIDE}/toolkit", ["--ro-bind", host.toolkit, f"{INSIDE}/toolkit"]),
+        (host.toolkit, ["--ro-bind", host.toolkit, host.toolkit]),
     ]
     binds += [(folder, ["--ro-bind", folder, folder]) for folder in host.folders]
-    binds += [(link, ["--symlink", target, link]) for target, link in host.links]
+    binds += [
+        (link, ["--symlink", target, link])
+        for target, link in host.links
+        if grant is None or not _inside(grant, link)
+    ]
     binds += [("/proc", ["--proc", "/proc"]), ("/dev", ["--dev", "/dev"])]
     binds += [("/tmp", ["--tmpfs", "/tmp"])]
-    if call.mount in (Mount.READ_ONLY, Mount.READ_WRITE, Mount.WORKDIR) and call.path:
-        kind = "--ro-bind-try" if call.mount is Mount.READ_ONLY else "--bind-try"
-        binds.append((call.path, [kind, call.path, call.path]))
+    if grant is not None:
+        kind = "--ro-bind-fd" if call.mount is Mount.READ_ONLY else "--bind-fd"
+        binds.append((grant, [kind, str(call.bound), grant]))
     if call.mount is Mount.PROXY:
         binds.append(("/etc/ssl/certs", ["--ro-bind-try", "/etc/ssl/certs", "/etc/ssl/certs"]))
-        if call.proxy:
-            binds.append((PROXY_INSIDE, ["--bind", call.proxy, PROXY_INSIDE]))
+        if call.proxy:  # connecting needs no write access: read-only, so it cannot be changed
+            binds.append((PROXY_INSIDE, ["--ro-bind", call.proxy, PROXY_INSIDE]))
         if call.ca_file:
             binds.append((CA_INSIDE, ["--ro-bind", call.ca_file, CA_INSIDE]))
-    # Parents before children, so a narrower mount is never hidden under a wider one.
-    binds.sort(key=lambda item: (0 if item[0] == "/" else item[0].count("/"), item[0]))
+    # Parents before children, so a narrower mount is never hidden under a wider one; at equal
+    # depth the order above holds, so a grant of /tmp itself comes after the private /tmp.
+    binds.sort(key=lambda item: 0 if item[0] == "/" else item[0].count("/"))
     argv = [
         host.bwrap,
         "--unshare-all",
@@ -108,16 +131,64 @@ def command(host: Host, call: Call) -> list[str]:
         argv += mount
     for key, value in sorted(environment(call, inside=True).items()):
         argv += ["--setenv", key, value]
-    if call.mount is Mount.WORKDIR and call.path:
-        argv += ["--chdir", call.cwd or call.path]
-    argv += [host.python, "-I", "-S", "-c", BOOTSTRAP.format(where=INSIDE), call.tool]
+    # The toolkit moves to the working folder itself, so that a missing one is the tool's
+    # error ("no such directory"), not bwrap's.
+    argv += ["--chdir", "/"]
+    argv += [host.python, "-I", "-S", "-c", _bootstrap(host), call.tool]
     return argv
+
+
+def _bootstrap(host: Host) -> str:
+    return BOOTSTRAP.format(where=os.path.dirname(host.toolkit))
+
+
+def _inside(folder: str, path: str) -> bool:
+    """SPEC §4.4's `inside`: `path` is `folder` or under it, by whole components."""
+    return folder == "/" or path == folder or path.startswith(folder + "/")
+
+
+class Unconfinable(Exception):
+    """The winner's path cannot be bound safely; `str()` is what the model reads."""
+
+
+_PATH_FLAGS = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def open_granted(path: str) -> int | None:
+    """An `O_PATH` descriptor of `path`, reached one component at a time without following a
+    symbolic link; None when it does not exist (nothing is bound, as `--bind-try` would).
+
+    Unconfinable when a component is a symbolic link: bwrap would bind what it points to,
+    which is not what the grant names (and may be what a tool pointed it at). The caller
+    closes the descriptor."""
+    current = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    walked = ""
+    try:
+        for part in (part for part in path.split("/") if part):
+            walked += "/" + part
+            try:
+                following = os.open(part, _PATH_FLAGS, dir_fd=current)
+            except (FileNotFoundError, NotADirectoryError):
+                return None
+            except OSError as error:
+                why = error.strerror or str(error)
+                raise Unconfinable(f"the granted path {path} cannot be confined: {why}") from None
+            os.close(current)
+            current = following
+            if stat.S_ISLNK(os.fstat(current).st_mode):
+                raise Unconfinable(
+                    f"the granted path {path} cannot be confined: {walked} is a symbolic link"
+                )
+        found, current = current, -1
+        return found
+    finally:
+        if current >= 0:
+            os.close(current)
 
 
 def unconfined_command(host: Host, call: Call) -> list[str]:
     """`[sandbox] mode = "none"`: the toolkit, run directly. For development only."""
-    where = os.path.dirname(host.toolkit)
-    return [host.python, "-I", "-S", "-c", BOOTSTRAP.format(where=where), call.tool]
+    return [host.python, "-I", "-S", "-c", _bootstrap(host), call.tool]
 
 
 def environment(call: Call, *, inside: bool) -> dict[str, str]:
@@ -159,7 +230,9 @@ def _limit(limits: Limits) -> None:  # runs in the child between fork and exec
     memory = limits.memory_mb * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if os.getuid() != 0:  # root's own processes are counted too: see docs/sandbox.md
+    # The kernel never applies RLIMIT_NPROC to real root, not even inside bwrap's user
+    # namespace (tested; docs/sandbox.md): as root only the timeout bounds a fork bomb.
+    if os.getuid() != 0:
         resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_processes, limits.max_processes))
 
 
@@ -171,8 +244,12 @@ async def run(
     limits: Limits,
     env: Mapping[str, str] | None = None,
     cwd: str | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> Finished:
-    """Run `argv` in a new session with `limits`; kill its whole group at `timeout_s`."""
+    """Run `argv` in a new session with `limits`; kill its whole group at `timeout_s`.
+
+    Killing bwrap kills the sandbox: `--die-with-parent` kills its init, and with it every
+    process of its PID namespace, whatever session or group they moved to."""
     started = time.monotonic()
     process = await asyncio.create_subprocess_exec(
         *argv,
@@ -183,6 +260,7 @@ async def run(
         preexec_fn=lambda: _limit(limits),
         env=dict(env) if env is not None else {},
         cwd=cwd,
+        pass_fds=tuple(pass_fds),
     )
     out = bytearray()
     err = bytearray()
