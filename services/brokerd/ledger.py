@@ -27,7 +27,7 @@ from services.brokerd.records import (
     Entry,
     Head,
     Record,
-    build,
+    build_record,
     format_at,
     line_hash,
     recovered,
@@ -362,18 +362,20 @@ class Ledger:
         seq, prev = self._head.seq, self._head.hash
         lines: list[bytes] = []
         heads: list[Head] = []
+        built: list[Record] = []
         for kind, fields in entries:
             seq += 1
-            line = build(seq, at, prev, kind, fields)
+            line, record = build_record(seq, at, prev, kind, fields)
             prev = line_hash(line)
             lines.append(line)
+            built.append(record)
             heads.append(Head(seq, prev))
         data = b"\n".join(lines) + b"\n"
         self._commit(self._fd, data)
         self._head, self._size = heads[-1], self._size + len(data)
-        for (kind, _), line in zip(entries, lines, strict=True):
-            if kind in _INDEXED:  # the index holds the records as a reader parses them
-                self._index.add(json.loads(line))
+        for record in built:
+            if record["kind"] in _INDEXED:  # as a reader would parse it back
+                self._index.add(record)
         return heads
 
     def _commit(self, fd: int, data: bytes) -> None:

@@ -167,6 +167,13 @@ def build(seq: int, at: str, prev: str, kind: str, fields: Mapping[str, object])
     Raises ValueError for anything `parse_line` would refuse (an unknown kind or field, a
     wrong type, a lone surrogate, a line over MAX_LINE_BYTES): nothing bad is ever written.
     """
+    return build_record(seq, at, prev, kind, fields)[0]
+
+
+def build_record(
+    seq: int, at: str, prev: str, kind: str, fields: Mapping[str, object]
+) -> tuple[bytes, Record]:
+    """`build`, and the record as `parse_line` would give it back (for the index)."""
     values = {
         k: label_json(v) if isinstance(v, Label) else v for k, v in fields.items() if v is not None
     }
@@ -176,7 +183,9 @@ def build(seq: int, at: str, prev: str, kind: str, fields: Mapping[str, object])
     return _encode(seq, at, prev, kind, values)
 
 
-def _encode(seq: int, at: str, prev: str, kind: str, values: Mapping[str, object]) -> bytes:
+def _encode(
+    seq: int, at: str, prev: str, kind: str, values: Mapping[str, object]
+) -> tuple[bytes, Record]:
     record: Record = {"seq": seq, "at": at, "prev": prev, "kind": kind}
     for field in KINDS[kind]:
         if field.name in values:
@@ -185,7 +194,7 @@ def _encode(seq: int, at: str, prev: str, kind: str, values: Mapping[str, object
     line = _ENCODER.encode(record).encode("utf-8")
     if len(line) > MAX_LINE_BYTES:
         raise ValueError(f"cannot build a ledger record: longer than {MAX_LINE_BYTES} bytes")
-    return line
+    return line, record
 
 
 def line_hash(line: bytes) -> str:
@@ -318,7 +327,7 @@ def parse_line(line: bytes) -> Record | str:
     assert isinstance(seq, int) and isinstance(at, str)
     assert isinstance(prev, str) and isinstance(kind, str)
     try:
-        canonical = _encode(seq, at, prev, kind, fields)
+        canonical, _ = _encode(seq, at, prev, kind, fields)
     except ValueError:  # a lone surrogate written as an escape
         return "not valid Unicode"
     if canonical != line:
