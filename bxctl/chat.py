@@ -1,0 +1,223 @@
+"""`bxctl chat` (SPEC §12, §13): the owner talks to the agent through gatewayd, watches the
+turn, and answers approvals inline when standard input is a terminal.
+
+A closed or empty standard input is never an answer: end of input leaves an approval for
+later (`bxctl approve`, the console), and an empty line asks again. Without a terminal, an
+approval is printed whole and chat waits for the verdict from elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import sys
+import time
+from typing import Any, NoReturn, TextIO
+
+from bxcore import wire
+from bxcore.clock import now_ms
+from bxcore.messages import (
+    Accepted,
+    ApprovalInfo,
+    ApprovalRequested,
+    EndReason,
+    Error,
+    ErrorCode,
+    Events,
+    EventsQuery,
+    OwnerMessage,
+    PendingList,
+    PendingQuery,
+    Ping,
+    Scope,
+    TurnEnd,
+    TurnEvent,
+    VerdictRequest,
+)
+from bxctl.output import CommandError, fail
+from bxctl.owner_link import OwnerLink, request_id
+from bxctl.owner_view import approval_card, event_lines, verdict_line, visible
+
+WAIT_MS = 5_000  # one long poll; sub-agents' approvals show within it
+CHECK_S = 1.0  # while the owner thinks, whether the approval is still pending
+PATIENCE_S = 30.0  # how long gatewayd may say loopd or brokerd is unavailable mid-turn
+PROMPT = "approve? [y/n/s(ession)] "
+ANSWERS = {
+    "y": (True, Scope.ONCE),
+    "yes": (True, Scope.ONCE),
+    "s": (True, Scope.SESSION),
+    "session": (True, Scope.SESSION),
+    "n": (False, Scope.ONCE),
+    "no": (False, Scope.ONCE),
+}
+
+
+class SettledElsewhere:
+    """The approval left the pending list while the owner was being asked."""
+
+
+class Chat:
+    def __init__(
+        self,
+        link: OwnerLink,
+        session: str,
+        *,
+        by: str,
+        ask_inline: bool,
+        as_json: bool = False,
+        out: TextIO = sys.stdout,
+    ) -> None:
+        self.link = link
+        self.session = session
+        self.by = by
+        self.ask_inline = ask_inline
+        self.as_json = as_json
+        self.cursor = 0  # the newest seq of the session read so far
+        self._out = out
+        self._shown: set[str] = set()  # approvals asked about or printed
+
+    def __repr__(self) -> str:
+        how = "inline" if self.ask_inline else "elsewhere"
+        return f"Chat({self.session} after seq {self.cursor}, approvals answered {how})"
+
+    def say(self, *lines: str) -> None:
+        for line in lines:
+            self._out.write(line + "\n")
+        self._out.flush()
+
+    # --- a turn ------------------------------------------------------------------------------
+
+    def send(self, text: str) -> int:
+        """Hand the owner's message to the agent; the turn it runs as."""
+        message = OwnerMessage(request_id("chat"), self.session, text)
+        answer = self.link.request(message, timeout_s=10.0)  # gatewayd answers a retry once
+        if isinstance(answer, Accepted):
+            return answer.turn
+        _refused(answer)
+
+    def follow(self, turn: int) -> EndReason:
+        """Show `turn` as it happens, and the approvals it waits for, until it ends."""
+        patience: float | None = None  # while loopd or brokerd restarts, keep asking a while
+        while True:
+            query = EventsQuery(request_id("chat"), self.session, self.cursor, WAIT_MS)
+            answer = self.link.request(query, timeout_s=WAIT_MS / 1000 + 5.0)
+            if isinstance(answer, Error) and answer.code is ErrorCode.UNAVAILABLE:
+                patience = patience or time.monotonic() + PATIENCE_S
+                if time.monotonic() < patience:
+                    time.sleep(1.0)
+                    continue
+            if not isinstance(answer, Events):
+                _refused(answer)
+            patience = None
+            ended: EndReason | None = None
+            for event in answer.events:
+                self.cursor = max(self.cursor, event.seq)
+                if event.turn == turn:
+                    self.show(event)
+                    if isinstance(event.event, TurnEnd):
+                        ended = event.event.reason
+            if ended is not None:
+                return ended
+            for info in answer.pending:
+                if info.approval not in self._shown:
+                    self._shown.add(info.approval)
+                    self.approval(info)
+
+    def show(self, event: TurnEvent) -> None:
+        if self.as_json:
+            self.say(wire.encode(event).decode())
+        else:
+            self.say(*event_lines(event.event))
+
+    # --- approvals ---------------------------------------------------------------------------
+
+    def approval(self, info: ApprovalInfo) -> None:
+        if self.as_json:  # never asked inline: a script answers with `bxctl approve`
+            self.say(wire.encode(ApprovalRequested(info)).decode())
+            return
+        self.say(*approval_card(info, now_ms()))
+        if not self.ask_inline:
+            self.say(_elsewhere(info.approval))
+            return
+        while True:
+            self._out.write(PROMPT)
+            self._out.flush()
+            reply = self._read_answer(info.approval)
+            if isinstance(reply, SettledElsewhere):
+                self.say("", f"{info.approval} was settled elsewhere")
+                return
+            if reply is None:  # end of input: not an answer (§13)
+                self.say("", f"left for later; {_elsewhere(info.approval)}")
+                return
+            choice = ANSWERS.get(reply.strip().lower())
+            if choice is None:
+                if reply.strip():
+                    self.say("answer y (approve once), s (approve for the session) or n (deny)")
+                continue  # an empty line is not an answer: ask again
+            approve, scope = choice
+            verdict = VerdictRequest(request_id("chat"), info.approval, approve, scope, self.by)
+            answer = self.link.request(verdict, timeout_s=20.0)  # gatewayd answers a retry once
+            self.say(verdict_line(info.approval, answer)[0])
+            if isinstance(answer, Error) and answer.code is ErrorCode.UNAVAILABLE:
+                self._shown.discard(info.approval)  # not settled: ask again at the next poll
+            return
+
+    def _read_answer(self, approval: str) -> str | SettledElsewhere | None:
+        """A line from the terminal; None at its end; SettledElsewhere if, while waiting, the
+        approval stopped being pending."""
+        fd = sys.stdin.fileno()
+        while True:
+            ready, _, _ = select.select([fd], [], [], CHECK_S)
+            if ready:
+                data = os.read(fd, 65536)
+                return data.decode("utf-8", "replace") if data else None
+            if not self._still_pending(approval):
+                return SettledElsewhere()
+
+    def _still_pending(self, approval: str) -> bool:
+        try:
+            answer = self.link.request(PendingQuery(request_id("chat")), timeout_s=5.0, tries=1)
+        except CommandError:  # gatewayd did not answer: the owner's answer may still count
+            return True
+        if not isinstance(answer, PendingList):
+            return True  # cannot tell: keep asking
+        return any(info.approval == approval for info in answer.approvals)
+
+    # --- the console -------------------------------------------------------------------------
+
+    def console(self, terminal: bool) -> None:
+        """Each line a message, each turn followed to its end; end of input leaves."""
+        self.link.request(Ping(request_id("chat")), timeout_s=3.0, tries=2)  # is it up?
+        if terminal:
+            self.say(f"boxmaker chat, session {self.session}; Ctrl-D leaves")
+        while True:
+            line = _read_message(terminal, self._out)
+            if line is None:
+                if terminal:
+                    self.say("")
+                return
+            if line.strip():
+                self.follow(self.send(line))
+
+
+def _read_message(terminal: bool, out: TextIO) -> str | None:
+    if not terminal:
+        data = sys.stdin.buffer.readline()
+        return data.decode("utf-8", "replace").rstrip("\n") if data else None
+    out.write("you> ")
+    out.flush()
+    data = os.read(sys.stdin.fileno(), 65536)
+    return data.decode("utf-8", "replace").rstrip("\n") if data else None
+
+
+def _elsewhere(approval: str) -> str:
+    return (
+        f"waiting for the owner's verdict: `bxctl approve {approval}` or "
+        f"`bxctl deny {approval}` (or the console)"
+    )
+
+
+def _refused(answer: Any) -> NoReturn:
+    if isinstance(answer, Error):
+        fail(f"gatewayd: {visible(answer.message)} ({answer.code})")
+    fail(f"gatewayd answered {type(answer).__name__}")

@@ -1,0 +1,172 @@
+"""`bxctl chat`, `bxctl pending`, `bxctl approve ID` and `bxctl deny ID` (SPEC §9, §13): the
+owner's conversation and verdicts, with the owner's CURVE key.
+
+`chat` goes through gatewayd's `gateway` socket; `pending`, `approve` and `deny` go straight
+to brokerd's `admin` socket, so they work while gatewayd is down. Every verdict names who
+gave it (`bxctl (<user>)`) in the ledger.
+"""
+
+from __future__ import annotations
+
+import getpass
+import io
+import json
+import os
+import re
+import shutil
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from bxcore import wire
+from bxcore.clock import now_ms
+from bxcore.ids import valid_session
+from bxcore.messages import (
+    ApprovalRequested,
+    EndReason,
+    PendingList,
+    PendingQuery,
+    Scope,
+    VerdictRequest,
+)
+from bxctl.chat import Chat
+from bxctl.output import fail, print_json, say, table
+from bxctl.owner_link import OwnerLink, request_id
+from bxctl.owner_view import cut, inline_arguments, until, verdict_line, visible
+
+DEFAULT_SESSION = "chat"
+APPROVAL_ID = re.compile(r"[a-z2-9]{8}")
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+ApprovalArgument = Annotated[str, typer.Argument(metavar="ID", help="The approval's id.")]
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(chat)
+    app.command()(pending)
+    app.command()(approve)
+    app.command()(deny)
+
+
+def chat(
+    ctx: typer.Context,
+    message: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="MESSAGE", help="What to tell the agent; without it, an interactive console."
+        ),
+    ] = None,
+    session: Annotated[
+        str, typer.Option("--session", metavar="S", help="The session to talk in.")
+    ] = DEFAULT_SESSION,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print each event as a JSON line; never ask inline.")
+    ] = False,
+) -> None:
+    """Talk to the agent and watch the turn; approvals are asked inline on a terminal."""
+    if not valid_session(session):
+        fail(f"not a valid session id: {session!r} (A-Z a-z 0-9 . _ -, up to 128)", 2)
+    if message is not None and not message.strip():
+        fail("the message is empty; say something, or leave it out for a console", 2)
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(errors="backslashreplace")
+    terminal = sys.stdin is not None and sys.stdin.isatty()
+    with OwnerLink(ctx.obj.home, "gateway") as link:
+        console = Chat(
+            link,
+            session,
+            by=f"bxctl chat ({_user()})",
+            ask_inline=terminal and not as_json,
+            as_json=as_json,
+        )
+        try:
+            if message is None:
+                console.console(terminal)
+                return
+            reason = console.follow(console.send(message))
+        except KeyboardInterrupt:
+            typer.echo(
+                "\nbxctl: stopped watching; the turn goes on (`bxctl pending` shows what waits)",
+                err=True,
+            )
+            raise typer.Exit(130) from None
+    if reason is EndReason.ERROR:
+        raise typer.Exit(1)
+
+
+def pending(ctx: typer.Context, as_json: JsonOption = False) -> None:
+    """The approvals waiting for the owner, oldest first."""
+    with OwnerLink(ctx.obj.home, "admin") as link:
+        answer = link.request(PendingQuery(request_id("bxctl-pending")), timeout_s=5.0)
+    if not isinstance(answer, PendingList):
+        fail(f"brokerd answered {type(answer).__name__}: {visible(str(answer))}")
+    if as_json:
+        print_json([_approval_json(info) for info in answer.approvals])
+        return
+    if not answer.approvals:
+        say("no approvals pending")
+        return
+    width = max(20, shutil.get_terminal_size((120, 24)).columns // 3)
+    now = now_ms()
+    table(
+        ["ID", "SESSION", "TOOL", "ARGUMENTS", "GRANT", "WHY", "EXPIRES"],
+        [
+            [
+                info.approval,
+                info.session,
+                cut(visible(info.tool), 24),
+                inline_arguments(info.arguments, width),
+                cut(visible(info.grant), 24),
+                info.why.value,
+                until(info.expires, now),
+            ]
+            for info in answer.approvals
+        ],
+    )
+
+
+def approve(
+    ctx: typer.Context,
+    approval: ApprovalArgument,
+    session_scope: Annotated[
+        bool,
+        typer.Option(
+            "--session-scope",
+            help="Also approve later calls of this session that the same grant asks about.",
+        ),
+    ] = False,
+) -> None:
+    """Approve a pending call: it runs exactly as shown by `bxctl pending`."""
+    _verdict(ctx, approval, True, Scope.SESSION if session_scope else Scope.ONCE)
+
+
+def deny(ctx: typer.Context, approval: ApprovalArgument) -> None:
+    """Refuse a pending call: the model reads that the owner refused it."""
+    _verdict(ctx, approval, False, Scope.ONCE)
+
+
+def _verdict(ctx: typer.Context, approval: str, approve: bool, scope: Scope) -> None:
+    if APPROVAL_ID.fullmatch(approval) is None:
+        fail(f"not an approval id: {approval!r} (8 characters of a-z and 2-9)", 2)
+    verdict = VerdictRequest(
+        request_id("bxctl-verdict"), approval, approve, scope, f"bxctl ({_user()})"
+    )
+    with OwnerLink(ctx.obj.home, "admin") as link:
+        # Not retried: brokerd would answer a repeat `already settled`, hiding our own verdict.
+        answer = link.request(verdict, timeout_s=15.0, tries=1)
+    line, ok = verdict_line(approval, answer)
+    if not ok:
+        fail(line)
+    say(line)
+
+
+def _approval_json(info: Any) -> Any:
+    return json.loads(wire.encode(ApprovalRequested(info)))["approval"]
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return f"uid {os.getuid()}"

@@ -1,0 +1,354 @@
+"""The `gateway` socket's answers (SPEC §12): what `bxctl chat` asks of the owner's side.
+
+Owner messages go to loopd; verdicts and the pending list to brokerd's admin socket. Events
+come from a window per session, fed by loopd's history and `loop-events`; pending approvals
+from brokerd's list, kept current by `broker-events`. gatewayd holds no owner key and decides
+nothing: it relays a verdict only when the owner's authenticated client sent one.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from bxcore import wire
+from bxcore.client import Client, ProtocolError, Unreachable
+from bxcore.messages import (
+    Accepted,
+    ApprovalInfo,
+    ApprovalRequested,
+    ApprovalSettled,
+    Error,
+    ErrorCode,
+    Events,
+    EventsQuery,
+    History,
+    HistoryQuery,
+    LedgerHead,
+    OwnerMessage,
+    PendingList,
+    PendingQuery,
+    Settled,
+    ToolPending,
+    TurnEvent,
+    VerdictRequest,
+)
+from bxcore.wire import MAX_MESSAGE
+from services.gatewayd.heads import HeadKeeper
+from services.gatewayd.window import Took, Windows
+
+log = logging.getLogger("gatewayd")
+
+RECHECK_S = 2.0  # a quiet long poll asks loopd this often, in case the stream dropped events
+PENDING_REFRESH_S = 5.0  # brokerd's pending list is re-read this often, for the same reason
+EVENTS_BUDGET = MAX_MESSAGE // 4
+PENDING_BUDGET = MAX_MESSAGE // 4
+SETTLED_KEPT = 4096
+ANSWERS_KEPT = 1024
+MAX_SHORT = 4096
+
+
+class Unavailable(Exception):
+    """loopd or brokerd did not answer as it should; the text says which and why."""
+
+
+class Gateway:
+    def __init__(self, loop: Client, history: Client, admin: Client, heads: HeadKeeper) -> None:
+        self._loop = loop  # owner messages, never retried: loopd would run a repeat twice
+        self._history = history
+        self._admin = admin
+        self.heads = heads
+        self.windows = Windows()
+        self.pending: dict[str, ApprovalInfo] = {}
+        self._settled: OrderedDict[str, None] = OrderedDict()
+        self._changed = anyio.Event()
+        self._answers: OrderedDict[bytes, Any] = OrderedDict()
+        self._in_flight: dict[bytes, anyio.Event] = {}
+        self._requested_meanwhile: list[ApprovalInfo] | None = None
+        self._refresh_lock = anyio.Lock()
+        self._refresh_wanted = False
+        self._brokerd_ok = True
+        self._pending_known = False  # until brokerd's list has been read once
+        self._tasks: TaskGroup | None = None
+
+    def __repr__(self) -> str:
+        return f"Gateway({len(self.pending)} pending, {self.windows!r}, {self.heads!r})"
+
+    # --- the gateway socket ------------------------------------------------------------------
+
+    async def handle(self, message: Any) -> Any:
+        if isinstance(message, EventsQuery):
+            return await self._events(message)
+        if isinstance(message, OwnerMessage):
+            return await self._once(message, self._owner_message)
+        if isinstance(message, VerdictRequest):
+            return await self._once(message, self._verdict)
+        if isinstance(message, PendingQuery):
+            return await self._pending_query(message)
+        request_id = getattr(message, "id", None)
+        if request_id is None:  # an event, say: nothing to answer to (§3.1)
+            return None
+        return Error(
+            request_id, ErrorCode.BAD_MESSAGE, f"the gateway socket does not take {message.TYPE}"
+        )
+
+    async def _once(self, message: Any, do: Callable[[Any], Awaitable[Any]]) -> Any:
+        """Idempotent per request (§3.1): a client's retry gets the first answer, never a
+        second owner message or verdict upstream."""
+        key = wire.encode(message)
+        while (waiting := self._in_flight.get(key)) is not None:
+            await waiting.wait()
+        if key in self._answers:
+            return self._answers[key]
+        done = self._in_flight[key] = anyio.Event()
+        try:
+            answer = await do(message)
+            if not (isinstance(answer, Error) and answer.code is ErrorCode.UNAVAILABLE):
+                self._answers[key] = answer
+                while len(self._answers) > ANSWERS_KEPT:
+                    self._answers.popitem(last=False)
+            return answer
+        finally:
+            del self._in_flight[key]
+            done.set()
+
+    async def _owner_message(self, message: OwnerMessage) -> Any:
+        upstream = replace(message, id=_rid())
+        try:
+            answer = await self._loop.request(upstream, timeout=10.0, tries=1)
+        except (Unreachable, ProtocolError) as error:
+            return Error(message.id, ErrorCode.UNAVAILABLE, _short(f"loopd: {error}"))
+        if isinstance(answer, Accepted | Error):
+            return replace(answer, id=message.id)
+        return Error(message.id, ErrorCode.INTERNAL, f"loopd answered {type(answer).__name__}")
+
+    async def _verdict(self, message: VerdictRequest) -> Any:
+        by = _short(f"{message.by} via gatewayd")
+        upstream = replace(message, id=_rid(), by=by)
+        try:
+            answer = await self._admin.request(upstream, timeout=15.0, tries=1)
+        except (Unreachable, ProtocolError) as error:
+            return Error(message.id, ErrorCode.UNAVAILABLE, _short(f"brokerd: {error}"))
+        if isinstance(answer, Settled):
+            self._settle(message.approval)
+            return replace(answer, id=message.id)
+        if isinstance(answer, Error):
+            if answer.code in (ErrorCode.ALREADY_SETTLED, ErrorCode.UNKNOWN_APPROVAL):
+                self._settle(message.approval)
+            return replace(answer, id=message.id)
+        return Error(message.id, ErrorCode.INTERNAL, f"brokerd answered {type(answer).__name__}")
+
+    async def _pending_query(self, message: PendingQuery) -> Any:
+        try:
+            answer = await self._fetch_pending()
+        except Unavailable as error:
+            return Error(message.id, ErrorCode.UNAVAILABLE, _short(str(error)))
+        return replace(answer, id=message.id)
+
+    # --- events ------------------------------------------------------------------------------
+
+    async def _events(self, query: EventsQuery) -> Any:
+        """Events after `query.after` as soon as there are any, else when `wait_ms` passes;
+        with the approvals pending for the session (and its sub-agents) now."""
+        deadline = anyio.current_time() + query.wait_ms / 1000
+        before = self._pending_ids(query.session)
+        recheck = False
+        while True:
+            changed = self._changed
+            try:
+                events, more = await self._read(query.session, query.after, recheck)
+            except Unavailable as error:
+                return Error(query.id, ErrorCode.UNAVAILABLE, _short(str(error)))
+            left = deadline - anyio.current_time()
+            if events or more or left <= 0 or self._pending_ids(query.session) != before:
+                return await self._answer(query, events, more)
+            with anyio.move_on_after(min(RECHECK_S, left)) as quiet:
+                await changed.wait()
+            recheck = quiet.cancelled_caught
+
+    async def _read(
+        self, session: str, after: int, recheck: bool
+    ) -> tuple[tuple[TurnEvent, ...], bool]:
+        window = self.windows.get(session)
+        if not window.covers(after):
+            page = await self._history_page(session, after)
+            if window.base is None:  # still empty: the stream gave nothing meanwhile
+                window.start(after, page.events, complete=not page.more)
+            return page.events, page.more  # older than the window holds: loopd's own page
+        behind = False  # loopd holds more than this answer can bring: ask again at once
+        if window.stale or recheck:
+            last, gaps = window.last, window.gaps
+            assert last is not None
+            try:
+                page = await self._history_page(session, last)
+            except Unavailable:
+                if not recheck:
+                    raise
+                log.info("loopd did not answer a re-check of %s; trying again", session)
+            else:
+                gap = any(window.take(event) is Took.GAP for event in page.events)
+                window.stale = behind = gap or page.more or window.gaps != gaps
+        events, more = window.after(after, EVENTS_BUDGET)
+        return events, more or behind
+
+    async def _history_page(self, session: str, after: int) -> History:
+        try:
+            answer = await self._history.request(
+                HistoryQuery(_rid(), session, after), timeout=5.0, tries=2
+            )
+        except (Unreachable, ProtocolError) as error:
+            raise Unavailable(f"loopd: {error}") from None
+        if isinstance(answer, History):
+            return answer
+        if isinstance(answer, Error):
+            raise Unavailable(f"loopd refused the history query: {answer.message}")
+        raise Unavailable(f"loopd answered {type(answer).__name__} to a history query")
+
+    async def _answer(
+        self, query: EventsQuery, events: tuple[TurnEvent, ...], more: bool
+    ) -> Events:
+        unsure = not self._pending_known or any(
+            isinstance(e.event, ToolPending) and self._unknown(e.event.approval) for e in events
+        )
+        if unsure and self._brokerd_ok:  # when brokerd is down, answer with what is known
+            await self._refresh_quietly()  # brokerd's event may be behind loopd's, or lost
+        return Events(query.id, query.session, events, self._pending_for(query.session), more)
+
+    def _pending_for(self, session: str) -> tuple[ApprovalInfo, ...]:
+        """The session's pending approvals and its sub-agents', oldest first, as many as fit."""
+        found = sorted(
+            (a for a in self.pending.values() if descends(a.session, session)),
+            key=lambda a: a.requested,
+        )
+        kept: list[ApprovalInfo] = []
+        size = 0
+        for info in found:
+            size += len(wire.encode(ApprovalRequested(info)))
+            if size > PENDING_BUDGET:
+                break
+            kept.append(info)
+        return tuple(kept)
+
+    def _pending_ids(self, session: str) -> frozenset[str]:
+        return frozenset(a.approval for a in self.pending.values() if descends(a.session, session))
+
+    def _unknown(self, approval: str) -> bool:
+        return approval not in self.pending and approval not in self._settled
+
+    # --- the streams -------------------------------------------------------------------------
+
+    def on_loop_event(self, message: Any) -> None:
+        if not isinstance(message, TurnEvent):
+            return
+        self.windows.get(message.session).take(message)
+        if isinstance(message.event, ToolPending) and self._unknown(message.event.approval):
+            self._want_refresh()
+        self._notify()
+
+    async def on_loop_connect(self) -> None:
+        """loopd is (back): nothing held is known to be the newest until re-read from it."""
+        self.windows.all_stale()
+        self._notify()
+
+    def on_broker_event(self, message: Any) -> None:
+        if isinstance(message, ApprovalRequested):
+            info = message.approval
+            if self._requested_meanwhile is not None:
+                self._requested_meanwhile.append(info)
+            if info.approval not in self._settled:
+                self.pending[info.approval] = info
+                self._notify()
+        elif isinstance(message, ApprovalSettled):
+            self._settle(message.approval)
+        elif isinstance(message, LedgerHead):
+            self.heads.saw(message)
+
+    async def on_broker_connect(self) -> None:
+        await self._refresh_quietly()
+
+    # --- the pending approvals ---------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Re-read brokerd's pending list now and then, until cancelled."""
+        async with anyio.create_task_group() as tasks:
+            self._tasks = tasks
+            while True:
+                await anyio.sleep(PENDING_REFRESH_S)
+                await self._refresh_quietly()
+
+    def _want_refresh(self) -> None:
+        if self._tasks is not None and not self._refresh_wanted:
+            self._refresh_wanted = True
+            self._tasks.start_soon(self._refresh_quietly)
+
+    async def _refresh_quietly(self) -> None:
+        self._refresh_wanted = False
+        try:
+            await self._fetch_pending()
+        except Unavailable as error:
+            if self._brokerd_ok:
+                log.warning("cannot read the pending approvals: %s", error)
+            self._brokerd_ok = False
+            return
+        if not self._brokerd_ok:
+            log.info("brokerd answers again; pending approvals re-read")
+        self._brokerd_ok = True
+
+    async def _fetch_pending(self) -> PendingList:
+        """brokerd's pending list, which becomes ours (with what was announced meanwhile)."""
+        async with self._refresh_lock:
+            self._requested_meanwhile = []
+            try:
+                answer = await self._admin.request(PendingQuery(_rid()), timeout=2.0, tries=2)
+            except (Unreachable, ProtocolError) as error:
+                raise Unavailable(f"brokerd: {error}") from None
+            finally:
+                meanwhile, self._requested_meanwhile = self._requested_meanwhile, None
+            if not isinstance(answer, PendingList):
+                raise Unavailable(f"brokerd answered {type(answer).__name__} to pending_query")
+            fresh = {a.approval: a for a in (*answer.approvals, *meanwhile)}
+            fresh = {key: a for key, a in fresh.items() if key not in self._settled}
+            self._pending_known = True
+            if fresh.keys() != self.pending.keys():
+                self.pending = fresh
+                self._notify()
+            else:
+                self.pending = fresh
+            return answer
+
+    def _settle(self, approval: str) -> None:
+        self.pending.pop(approval, None)
+        self._settled[approval] = None
+        while len(self._settled) > SETTLED_KEPT:
+            self._settled.popitem(last=False)
+        self._notify()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+
+def descends(session: str, ancestor: str) -> bool:
+    """True when `session` is `ancestor` or one of its sub-agents, `sub-<parent>-<n>` (§10.5)."""
+    while session != ancestor:
+        parent, dash, n = session[4:].rpartition("-")
+        if not session.startswith("sub-") or not dash or not (n.isdigit() and n.isascii()):
+            return False
+        session = parent
+    return True
+
+
+def _short(text: str) -> str:
+    """`text` cut to what a short wire string holds (4096 bytes of UTF-8)."""
+    return text.encode("utf-8")[:MAX_SHORT].decode("utf-8", "ignore")
+
+
+def _rid() -> str:
+    return f"g-{secrets.token_hex(8)}"

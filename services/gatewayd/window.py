@@ -1,0 +1,123 @@
+"""A bounded window of one session's turn events (SPEC §10.4, §12), as gatewayd holds them
+between loopd's history and the `loop-events` stream: contiguous seqs `base+1 … last`.
+
+Pure: no I/O, no clock. loopd's history is the truth; a window only saves asking it. A
+window that may lag behind loopd (a gap in the stream, a reconnect) is `stale` until re-read.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import OrderedDict, deque
+from collections.abc import Iterable
+
+from bxcore import wire
+from bxcore.messages import TurnEvent
+
+MAX_EVENTS = 2_000
+MAX_BYTES = 8 * 1024 * 1024
+MAX_SESSIONS = 256
+
+
+class Took(enum.Enum):
+    HELD = "held"  # the next event: now held
+    OLD = "old"  # already held, or older than the window
+    GAP = "gap"  # events are missing before it: the window is stale
+
+
+class Window:
+    """Events `base+1 … last` of one session, oldest dropped past `MAX_EVENTS`/`MAX_BYTES`."""
+
+    def __init__(self, session: str) -> None:
+        self.session = session
+        self.base: int | None = None  # the seq before the first held; None: nothing known
+        self.stale = True  # loopd may hold events after `last` that this window lacks
+        self.gaps = 0  # how many times the stream skipped events
+        self._held: deque[tuple[TurnEvent, int]] = deque()
+        self._bytes = 0
+
+    def __repr__(self) -> str:
+        if self.base is None:
+            return f"Window({self.session}: empty)"
+        state = ", stale" if self.stale else ""
+        return f"Window({self.session}: seq {self.base + 1}..{self.last}{state})"
+
+    @property
+    def last(self) -> int | None:
+        return None if self.base is None else self.base + len(self._held)
+
+    def covers(self, after: int) -> bool:
+        """True when every event after `after` that this window knows of is held."""
+        return self.base is not None and self.base <= after
+
+    def start(self, after: int, events: Iterable[TurnEvent], *, complete: bool) -> None:
+        """Begin (again) at `after` with loopd's events after it; `complete` when loopd had no
+        more. Events that are not contiguous leave the window empty and stale."""
+        self.base, self._held, self._bytes = after, deque(), 0
+        self.stale = not complete
+        for event in events:
+            if self.take(event) is not Took.HELD:
+                self.base, self._held, self._bytes, self.stale = None, deque(), 0, True
+                return
+
+    def take(self, event: TurnEvent) -> Took:
+        """Hold `event` if it is the next one; a window that knew nothing begins with it."""
+        if self.base is None:
+            self.base = event.seq - 1
+        last = self.base + len(self._held)
+        if event.seq <= last:
+            return Took.OLD
+        if event.seq > last + 1:
+            self.stale = True
+            self.gaps += 1
+            return Took.GAP
+        size = len(wire.encode(event))
+        self._held.append((event, size))
+        self._bytes += size
+        while len(self._held) > MAX_EVENTS or (self._bytes > MAX_BYTES and len(self._held) > 1):
+            _, dropped = self._held.popleft()
+            self._bytes -= dropped
+            self.base += 1
+        return Took.HELD
+
+    def after(self, after: int, budget: int) -> tuple[tuple[TurnEvent, ...], bool]:
+        """The held events after `after`, as many as fit in `budget` bytes (at least one), and
+        whether more are held."""
+        if self.base is None:
+            return (), False
+        start = max(0, after - self.base)
+        found: list[TurnEvent] = []
+        size = 0
+        for index in range(start, len(self._held)):
+            event, event_size = self._held[index]
+            size += event_size
+            if found and size > budget:
+                return tuple(found), True
+            found.append(event)
+        return tuple(found), False
+
+
+class Windows:
+    """The windows of the sessions seen lately, the least recently used dropped first."""
+
+    def __init__(self, limit: int = MAX_SESSIONS) -> None:
+        self._limit = limit
+        self._windows: OrderedDict[str, Window] = OrderedDict()
+
+    def __repr__(self) -> str:
+        return f"Windows({len(self._windows)} sessions)"
+
+    def get(self, session: str) -> Window:
+        window = self._windows.get(session)
+        if window is None:
+            window = self._windows[session] = Window(session)
+            while len(self._windows) > self._limit:
+                self._windows.popitem(last=False)
+        else:
+            self._windows.move_to_end(session)
+        return window
+
+    def all_stale(self) -> None:
+        """After a reconnect: nothing held can be trusted to be the newest until re-read."""
+        for window in self._windows.values():
+            window.stale = True

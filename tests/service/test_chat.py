@@ -1,0 +1,190 @@
+"""`bxctl chat`, `bxctl pending`, `bxctl approve` and `bxctl deny` as real processes against a
+real box: brokerd, memoryd, loopd, gatewayd and a fake model (SPEC §9, §12, §13).
+
+Without a terminal, chat prints an approval whole and waits for a verdict from elsewhere; on a
+terminal (a pty here) it asks inline. End of input and empty lines are never an answer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.fakes.model_server import Answer, Failure
+from tests.support.brokerd import args
+from tests.support.owner import Box, Reader, Terminal, run_bxctl, running_box, wait_until
+
+NOT_RUNNING = "is boxmaker running? try `bxctl up`"
+
+
+@pytest.fixture(scope="module")
+def box() -> Iterator[Box]:
+    with running_box() as box:
+        yield box
+
+
+def shell(box: Box, command: str) -> Answer:
+    return box.model.calls(("shell", args(command=command, cwd=str(box.home / "workspace"))))
+
+
+def pending_ids(box: Box, session: str) -> list[str]:
+    listed = json.loads(box.bxctl("pending", "--json").stdout)
+    return [a["approval"] for a in listed if a["session"] == session]
+
+
+def test_chat_with_a_message_prints_the_turn(box: Box) -> None:
+    notes = box.home / "workspace" / "a.md"
+    notes.write_text("hello from a file")
+    box.model.script(
+        "read a.md",
+        Answer("Let me look.", box.model.calls(("read_file", args(path=str(notes)))).tool_calls),
+        box.model.calls(("memory", args(action="note", file="n.md", text="x"))),
+        Answer(text="It says hello.\x1b[2J"),
+    )
+    result = box.bxctl("chat", "--session", "c-print", "read a.md")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "Let me look.",
+        f'→ read_file {{"path": "{notes}"}}',
+        "✓ read_file (17 bytes)",
+        '→ memory {"action": "note", "file": "n.md", "text": "x"}',
+        "✗ memory denied: invalid_arguments",
+        "It says hello.\\x1b[2J",  # the model cannot drive the owner's terminal
+    ]
+
+
+def test_chat_exits_1_when_the_turn_ends_with_an_error(box: Box) -> None:
+    box.model.script("fail please", Failure(400, "the model refuses on purpose"))
+    result = box.bxctl("chat", "--session", "c-error", "fail please")
+    assert result.returncode == 1
+    assert "error: " in result.stdout and "the turn ended with an error" in result.stdout
+
+
+def test_without_a_terminal_chat_prints_the_approval_and_waits_for_bxctl_approve(
+    box: Box,
+) -> None:
+    box.model.script("run echo", shell(box, "echo 'one two'"), Answer(text="ran it"))
+    with box.bxctl_process("chat", "--session", "c-wait", "run echo") as chat:
+        assert chat.stdout is not None
+        out = Reader(chat.stdout.fileno(), chat)
+        approval = out.expect(r"approval ([a-z2-9]{8}): shell in session c-wait").group(1)
+        card = out.expect(r"waiting for the owner's verdict: .*\n")
+        assert '"command": "echo \'one two\'"' in card.string
+        assert f'"cwd": "{box.home / "workspace"}"' in card.string
+        assert "the grant asks" in card.string and "workspace-shell" in card.string
+        assert chat.poll() is None, "it waits (its standard input is at its end)"
+
+        table = box.bxctl("pending")
+        assert re.search(rf"{approval}\s+c-wait\s+shell\s+\{{", table.stdout), table.stdout
+        listed = json.loads(box.bxctl("pending", "--json").stdout)
+        mine = next(a for a in listed if a["approval"] == approval)
+        assert json.loads(mine["arguments"])["command"] == "echo 'one two'"
+
+        approved = box.bxctl("approve", approval)
+        assert approved.returncode == 0
+        assert approved.stdout == f"approved {approval}: the call runs\n"
+        assert out.drain() == 0
+        assert "✓ shell" in out.output and "ran it" in out.output
+        again = box.bxctl("approve", approval)
+        assert again.returncode == 1 and "already settled" in again.stderr
+
+
+def test_bxctl_deny_makes_the_model_read_the_refusal(box: Box) -> None:
+    box.model.script("delete things", shell(box, "rm -rf ."), Answer(text="I was refused."))
+    with box.bxctl_process("chat", "--session", "c-deny", "delete things") as chat:
+        assert chat.stdout is not None
+        out = Reader(chat.stdout.fileno(), chat)
+        approval = out.expect(r"approval ([a-z2-9]{8}): shell").group(1)
+        denied = box.bxctl("deny", approval)
+        assert denied.returncode == 0
+        assert denied.stdout == f"denied {approval}: the call is refused\n"
+        assert out.drain() == 0
+        assert "✗ shell denied: owner_denied" in out.output
+    last = box.model.requests_for("delete things")[-1]
+    assert last[-1]["content"] == "Denied: the owner refused this call."
+    unknown = box.bxctl("deny", "zzzz2222")
+    assert (unknown.returncode, unknown.stderr) == (1, "bxctl: no such approval: zzzz2222\n")
+
+
+def chat_on_a_terminal(box: Box, *argv: str) -> Terminal:
+    return Terminal([sys.executable, "-m", "bxctl", "--home", str(box.home), "chat", *argv])
+
+
+def test_end_of_input_and_empty_lines_are_never_an_answer(box: Box) -> None:
+    box.model.script("make a file", shell(box, "touch made"), Answer(text="made it"))
+    with chat_on_a_terminal(box, "--session", "c-eof", "make a file") as term:
+        approval = term.expect(r"approval ([a-z2-9]{8}): shell").group(1)
+        term.expect(r"approve\? \[y/n/s\(ession\)\] ")
+        term.type("\n")  # an empty line: asked again
+        term.expect(r"approve\? \[y/n/s\(ession\)\] ")
+        term.type("maybe\n")
+        term.expect(r"answer y .* or n \(deny\)")
+        term.expect(r"approve\? ")
+        term.type("\x04")  # Ctrl-D: end of input
+        term.expect(rf"left for later; waiting for the owner's verdict: `bxctl approve {approval}`")
+        assert pending_ids(box, "c-eof") == [approval], "end of input neither approved nor denied"
+        assert not (box.home / "workspace" / "made").exists()
+        assert box.bxctl("approve", approval).returncode == 0
+        term.expect(r"✓ shell")
+        term.expect(r"made it")
+        assert term.wait() == 0
+    assert (box.home / "workspace" / "made").exists()
+
+
+def test_an_approval_settled_elsewhere_while_chat_asks_is_said_so(box: Box) -> None:
+    box.model.script("list files", shell(box, "ls"), Answer(text="listed"))
+    with chat_on_a_terminal(box, "--session", "c-else", "list files") as term:
+        approval = term.expect(r"approval ([a-z2-9]{8}): shell").group(1)
+        term.expect(r"approve\? \[y/n/s\(ession\)\] ")
+        assert box.bxctl("approve", approval, "--session-scope").returncode == 0
+        term.expect(rf"{approval} was settled elsewhere")
+        term.expect(r"✓ shell")
+        assert term.wait() == 0
+    verdicts = [r for r in ledger(box) if r["kind"] == "verdict" and r["approval"] == approval]
+    assert [(r["scope"], r["by"].startswith("bxctl (")) for r in verdicts] == [("session", True)]
+
+
+def ledger(box: Box) -> list[dict[str, Any]]:
+    lines = (box.home / "audit" / "ledger.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def test_an_interactive_chat_on_a_terminal_approves_inline(box: Box) -> None:
+    box.model.script("count files", shell(box, "ls | wc -l"), Answer(text="counted"))
+    box.model.script("thanks", Answer(text="you are welcome"))
+    with chat_on_a_terminal(box, "--session", "c-tty") as term:
+        term.expect(r"session c-tty; Ctrl-D leaves")
+        term.expect(r"you> ")
+        term.type("count files\n")
+        approval = term.expect(r"approval ([a-z2-9]{8}): shell in session c-tty").group(1)
+        term.expect(r'"command": "ls \| wc -l"')
+        term.expect(r"approve\? \[y/n/s\(ession\)\] ")
+        term.type("y\n")
+        term.expect(rf"approved {approval}: the call runs")
+        term.expect(r"✓ shell")
+        term.expect(r"counted")
+        term.expect(r"you> ")
+        term.type("thanks\n")
+        term.expect(r"you are welcome")
+        term.expect(r"you> ")
+        term.type("\x04")
+        assert term.wait() == 0
+    verdicts = [r for r in ledger(box) if r["kind"] == "verdict" and r["approval"] == approval]
+    by = [r["by"] for r in verdicts]
+    assert len(by) == 1 and by[0].startswith("bxctl chat (") and by[0].endswith(") via gatewayd")
+
+
+def test_each_command_says_what_to_do_when_the_box_is_not_running(box: Box) -> None:
+    home = box.home.parent / "stopped"
+    assert run_bxctl(home, "init").returncode == 0
+    for command in (["chat", "hello"], ["chat"], ["pending"], ["approve", "abcd2345"]):
+        result = run_bxctl(home, *command, timeout=30)
+        assert result.returncode == 1, command
+        assert result.stdout == "" and result.stderr.count("\n") == 1, result.stderr
+        assert NOT_RUNNING in result.stderr, result.stderr
+    assert wait_until(lambda: not list((home / "run").glob("*.sock")), 1, "no sockets")
