@@ -1,5 +1,6 @@
-"""The owner's line to the box (SPEC §3.1, §3.6): a synchronous DEALER on the gateway or admin
-socket, authenticated with the owner's CURVE key, retried the Lazy Pirate way.
+"""The owner's line to the box (SPEC §3.1, §3.6): a synchronous DEALER on one of the box's
+sockets (on the gateway and admin sockets authenticated with the owner's CURVE key), retried
+the Lazy Pirate way.
 
 Synchronous on purpose: `bxctl chat` does one thing at a time (a long poll, then a question
 to the owner), so plain blocking calls are the whole of its concurrency. Error answers are
@@ -23,17 +24,26 @@ from bxctl.output import fail
 
 #: The CURVE sockets the owner speaks on, and whose key each server holds.
 SERVERS = {"gateway": "gatewayd", "admin": "brokerd"}
+#: Who answers on each socket, for the owner's messages.
+SERVICES = {
+    **SERVERS,
+    "broker": "brokerd",
+    "loop": "loopd",
+    "memory": "memoryd",
+    "supervisor": "the supervisor",
+}
 NOT_RUNNING = "is boxmaker running? try `bxctl up`"
 
 
 class OwnerLink:
     def __init__(self, home: Home, socket: str) -> None:
-        assert socket in SERVERS
-        self.service = SERVERS[socket]
+        self.service = SERVICES[socket]
+        self._keys: tuple[curve.KeyPair, bytes] | None = None
         try:
             self.endpoint = load_config(home.config).sockets.endpoint(socket, home)
-            self._owner = curve.load_pair(home.keys, "owner")
-            self._server = curve.load_public(home.keys, self.service)
+            if socket in SERVERS:
+                pair = curve.load_pair(home.keys, "owner")
+                self._keys = (pair, curve.load_public(home.keys, SERVERS[socket]))
         except (ConfigError, curve.KeyFileError) as error:
             fail(str(error))
         self._ctx: zmq.Context[Any] = zmq.Context.instance()
@@ -72,7 +82,8 @@ class OwnerLink:
     def _open(self) -> zmq.Socket[bytes]:
         socket: zmq.Socket[bytes] = self._ctx.socket(zmq.DEALER)
         tune(socket)
-        curve.connect_curve(socket, self._owner, self._server)
+        if self._keys is not None:
+            curve.connect_curve(socket, *self._keys)
         socket.connect(self.endpoint)
         return socket
 
