@@ -106,7 +106,7 @@ class Loop:
         more = False
         for event in self.log(message.session).events(message.after or 0):
             size += len(encode(event)) * 2
-            if size > HISTORY_BUDGET:
+            if size > HISTORY_BUDGET and events:  # a page holds at least one: paging goes on
                 more = True
                 break
             events.append(event)

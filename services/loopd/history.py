@@ -16,7 +16,15 @@ from typing import Any, ClassVar
 
 from bxcore import schema, wire
 from bxcore.clock import now_ms, rfc3339
-from bxcore.messages import Event, OwnerSaid, TurnEnd, TurnEvent
+from bxcore.messages import (
+    AssistantText,
+    EndReason,
+    Event,
+    OwnerSaid,
+    TurnEnd,
+    TurnError,
+    TurnEvent,
+)
 from services.loopd.model import Assistant, Message, ToolCall, ToolResult, User
 
 
@@ -186,9 +194,35 @@ class SessionLog:
             return []
         return [call for call in last.calls if call.id not in answered]
 
+    def final_answer(self, turn: int) -> tuple[str, bool] | None:
+        """When `turn`'s last model reply called no tool, the turn only lacks its end (a crash
+        came first): that reply's text, and whether the owner was shown it. Else None."""
+        last: ModelReply | None = None
+        shown = False
+        for record in self.records:
+            if isinstance(record, ModelReply) and record.turn == turn:
+                last, shown = record, False
+            elif isinstance(record, TurnEvent) and record.turn == turn:
+                shown = shown or isinstance(record.event, AssistantText)
+        if last is None or last.calls:
+            return None
+        return last.text, shown
+
     def steps(self, turn: int) -> int:
         """How many times the model has answered in `turn`."""
         return sum(1 for r in self.records if isinstance(r, ModelReply) and r.turn == turn)
+
+    def failure(self, turn: int) -> str | None:
+        """Why `turn` ended with an error (its last `error` event), or None if it did not."""
+        message: str | None = None
+        failed = False
+        for record in self.records:
+            if isinstance(record, TurnEvent) and record.turn == turn:
+                if isinstance(record.event, TurnError):
+                    message = record.event.message
+                elif isinstance(record.event, TurnEnd):
+                    failed = record.event.reason is EndReason.ERROR
+        return (message or "no reason was given") if failed else None
 
     def last_text(self, turn: int) -> str:
         """The model's last words in `turn` (a sub-agent's answer)."""

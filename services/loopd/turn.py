@@ -12,6 +12,7 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
+from bxcore import wire
 from bxcore.client import Client, ProtocolError, Unreachable
 from bxcore.config import Config
 from bxcore.deny import DenyReason
@@ -41,13 +42,21 @@ from bxcore.messages import (
     TurnEvent,
 )
 from bxcore.tools import BROKERED, SPAWN
-from services.loopd.history import Call, ModelReply, SessionLog, Spawned, ToolResultRecord
+from services.loopd.history import (
+    Call,
+    ModelReply,
+    SessionLog,
+    Spawned,
+    ToolResultRecord,
+    encode,
+)
 from services.loopd.model import Model, ModelError
 from services.loopd.tools import cap_result, result_text
 
 log = logging.getLogger("loopd")
 
 WAIT_MS = 30_000  # one long poll for an approval (§9.3)
+TOO_LARGE = "invalid argument shape: the arguments are too large to send to the broker"
 
 
 def depth_of(session: str) -> int:
@@ -90,6 +99,13 @@ class Turns:
         loop = self.config.loop
         system = loop.system_prompt if depth == 0 else loop.subagent_prompt
         tools = [*BROKERED.values(), *([SPAWN] if depth < loop.max_depth else [])]
+        final = session.final_answer(turn)
+        if final is not None:  # the model had answered: only the turn's end is missing
+            text, shown = final
+            if text and not shown:
+                self.emit(session, turn, AssistantText(cap_result(text)))
+            self.emit(session, turn, TurnEnd(EndReason.DONE))
+            return text
         try:
             for call in session.open_calls(turn):
                 await self._call(session, turn, call, depth)
@@ -109,8 +125,8 @@ class Turns:
                     for n, c in enumerate(reply.tool_calls, 1)
                 )
                 session.append(ModelReply(turn, reply.text, calls))
-                if reply.text:
-                    self.emit(session, turn, AssistantText(reply.text))
+                if reply.text:  # the owner's view is cut as the model's reads are
+                    self.emit(session, turn, AssistantText(cap_result(reply.text)))
                 if not calls:
                     self.emit(session, turn, TurnEnd(EndReason.DONE))
                     return reply.text
@@ -124,7 +140,7 @@ class Turns:
     async def _call(self, session: SessionLog, turn: int, call: Call, depth: int) -> None:
         """One tool call, start to result; the result is recorded before the next step."""
         tool = call.name if byte_length_between(call.name, 1, MAX_TOOL_NAME) else "?"
-        self.emit(session, turn, ToolCalled(tool, call.arguments))
+        self.emit(session, turn, ToolCalled(tool, cap_result(call.arguments)))
         if call.name == SPAWN.name:
             content = await self._spawn(session, turn, call, depth)
             self.emit(
@@ -151,11 +167,12 @@ class Turns:
             self.emit(session, turn, TurnError(f"{tool}: {outcome.message}"[:4000]))
 
     async def _broker_call(self, session: SessionLog, turn: int, call: Call) -> Outcome:
+        request = ToolRequest(_rid(), session.session, call.id, call.name, call.arguments)
+        if len(wire.encode(request)) > wire.MAX_MESSAGE:  # brokerd would never receive it
+            return Denied(DenyReason.INVALID_ARGUMENTS, TOO_LARGE)
         client = self._broker()
         try:
-            answer = await self._ask(
-                client, ToolRequest(_rid(), session.session, call.id, call.name, call.arguments)
-            )
+            answer = await self._ask(client, request)
             while isinstance(answer, Pending):
                 self.emit(session, turn, ToolPending(call.name, answer.approval))
                 answer = await self._wait(client, session.session, answer.approval)
@@ -194,6 +211,9 @@ class Turns:
             child_id = f"sub-{parent.session}-{len(parent.spawns) + 1}"
             if not valid_session(child_id):
                 return "Error: this session's id is too long to start a sub-agent from."
+            first = TurnEvent(child_id, 1, 1, OwnerSaid(task))
+            if len(encode(first)) > wire.MAX_MESSAGE // 2:  # it must fit in an event and a page
+                return "Error: the task is too long for a sub-agent's first message."
             parent.append(Spawned(turn, call.id, child_id))
         child = self._logs(child_id)
         if child.turns == 0:
@@ -208,6 +228,9 @@ class Turns:
             client.close()
         if not isinstance(absorbed, State):
             return "Error: the sub-agent's label could not be taken on, so its answer is held."
+        failure = child.failure(1)
+        if failure is not None:  # a failed spawn is a result the model reads (§10.5)
+            return f"Error: the sub-agent stopped with an error: {failure}"
         return cap_result(text or "(the sub-agent gave no answer)")
 
 

@@ -1,0 +1,127 @@
+"""Turns and sessions (SPEC §10.1): sessions run side by side, one session's turns one at a
+time and in order, and a turn stops at `[loop] max_steps` model calls (4 here).
+
+The fake model answers over real HTTP; brokerd and memoryd are real.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from bxcore.messages import (
+    Accepted,
+    AssistantText,
+    EndReason,
+    OwnerMessage,
+    OwnerSaid,
+    ToolCalled,
+    ToolDone,
+    TurnEnd,
+)
+from tests.fakes.model_server import Action, FakeModel, Request
+from tests.support.brokerd import records_of, short_folder
+from tests.support.daemons import init_home
+from tests.support.loopd import Conversations, Loop, answer, call, messages, stack
+
+MAX_STEPS = 4
+
+
+@pytest.fixture(scope="module")
+def loop() -> Iterator[Loop]:
+    with short_folder() as root, FakeModel() as model:
+        home = init_home(
+            root / "h", f'[model]\nbase_url = "{model.base_url}"\n[loop]\nmax_steps = {MAX_STEPS}\n'
+        )
+        with stack(home, model, Conversations()) as running:
+            yield running
+
+
+def test_a_slow_session_does_not_hold_up_another(loop: Loop) -> None:
+    loop.script("slow words", [answer("A, at last.", delay_s=2.0)])
+    loop.script("quick words", [answer("B, at once.")])
+    started = time.monotonic()
+    loop.say("side-a", "slow words")
+    loop.conversations.wait_requests("slow words", 1)  # A is waiting for its model
+    loop.say("side-b", "quick words")
+
+    assert loop.wait_end("side-b")[-2:] == [AssistantText("B, at once."), TurnEnd(EndReason.DONE)]
+    b_took = time.monotonic() - started
+    assert b_took < 1.5
+    assert not any(isinstance(e.event, TurnEnd) for e in loop.history("side-a"))
+    assert loop.wait_end("side-a")[-2:] == [AssistantText("A, at last."), TurnEnd(EndReason.DONE)]
+    assert time.monotonic() - started >= 2.0
+
+
+def test_two_messages_to_one_session_run_in_order_the_second_seeing_the_first(
+    loop: Loop,
+) -> None:
+    first, second = "what is one plus one?", "and times three?"
+    loop.script(first, [answer("Two.", delay_s=0.5), answer("Six.")])
+    accepted = [
+        loop.loopd.ask(OwnerMessage(f"o{n}", "ordered", text))
+        for n, text in enumerate((first, second), 1)
+    ]
+    assert accepted == [Accepted("o1", "ordered", 1), Accepted("o2", "ordered", 2)]
+
+    assert loop.wait_end("ordered", 1) == [
+        OwnerSaid(first),
+        AssistantText("Two."),
+        TurnEnd(EndReason.DONE),
+    ]
+    assert loop.wait_end("ordered", 2) == [
+        OwnerSaid(second),
+        AssistantText("Six."),
+        TurnEnd(EndReason.DONE),
+    ]
+    requests = loop.conversations.requests(first)  # one conversation: keyed by its first words
+    assert len(requests) == 2
+    assert [(m["role"], m["content"]) for m in messages(requests[1])[1:]] == [
+        ("user", first),
+        ("assistant", "Two."),
+        ("user", second),
+    ]
+    history = loop.history("ordered")
+    assert [(e.turn, type(e.event)) for e in history if isinstance(e.event, OwnerSaid)] == [
+        (1, OwnerSaid),
+        (2, OwnerSaid),
+    ]
+    ends = [e.seq for e in history if isinstance(e.event, TurnEnd)]
+    assert ends == sorted(ends) and [e.turn for e in history if e.seq in ends] == [1, 2]
+
+
+def test_a_model_that_always_calls_a_tool_stops_at_max_steps(loop: Loop) -> None:
+    (loop.home / "workspace" / "again.md").write_text("again")
+    words = "read again.md, forever"
+    arguments = json.dumps({"path": f"{loop.home}/workspace/again.md"})
+
+    def again(request: Request) -> Action:
+        return call("read_file", arguments)
+
+    loop.conversations.forever(words, again)
+    turn = loop.say("forever", words)
+    events = loop.wait_end("forever", turn)
+
+    assert events[-1] == TurnEnd(EndReason.MAX_STEPS)
+    assert len(loop.conversations.requests(words)) == MAX_STEPS
+    assert events.count(ToolCalled("read_file", arguments)) == MAX_STEPS
+    assert events.count(ToolDone("read_file", True, len("again"))) == MAX_STEPS
+    decided = [r for r in records_of(loop.home, "forever") if r["kind"] == "decision"]
+    assert len(decided) == MAX_STEPS
+    assert len({r["call"] for r in decided}) == MAX_STEPS
+
+
+def test_a_long_owner_message_is_kept_whole_and_the_history_pages_past_it(loop: Loop) -> None:
+    words = "a long document: " + "z" * 1_500_000  # over half of a message, once encoded
+    loop.script(words, [answer("Read it all.")])
+    turn = loop.say("long", words)
+
+    assert loop.wait_end("long", turn) == [
+        OwnerSaid(words),
+        AssistantText("Read it all."),
+        TurnEnd(EndReason.DONE),
+    ]
+    assert messages(loop.conversations.requests(words)[0])[-1]["content"] == words
