@@ -109,10 +109,15 @@ class Courier:
             return Result.failed("sandbox unavailable: bwrap not found (install bubblewrap)")
         timeout = self._timeout(spec.mount)
         bound: int | None = None
+        hidden: tuple[tuple[str, bool], ...] = ()
         if self.sandboxed and spec.mount in GRANTED and allowed.winner.path:
             try:
                 bound = sandbox.open_granted(allowed.winner.path)
+                if bound is not None:
+                    hidden = sandbox.hidden_places(bound, allowed.winner.path, allowed.hidden)
             except Unconfinable as why:
+                if bound is not None:
+                    os.close(bound)
                 log.warning("%s (grant %s)", why, allowed.winner.id)
                 return Result.failed(str(why))
         call = Call(
@@ -121,6 +126,7 @@ class Courier:
             path=allowed.winner.path,
             cwd=allowed.args.cwd,
             bound=bound,
+            hidden=hidden,
             timeout_s=timeout,
             ca_file=self.config.fetch_ca_file or None,
         )

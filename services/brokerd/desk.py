@@ -93,7 +93,8 @@ class Desk:
         if not await self.broker.durable(entry):
             return AUDIT_UNAVAILABLE
         if covering is not None:  # a session-scoped approval covers it (§9.2)
-            return await self.broker.run((request.session, request.call), policy.approved(ask))
+            allowed = policy.approved(ask, self.broker.grants.current().valid)
+            return await self.broker.run((request.session, request.call), allowed)
         now = self._clock()
         approval = Approval(
             approval_id,

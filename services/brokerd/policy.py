@@ -24,6 +24,7 @@ class Allowed:
     winner: Grant
     args: ToolArgs
     label: Label | None  # what the result carries; None when the runner reports it
+    hidden: tuple[str, ...] = ()  # places under the winner's path the sandbox must not show
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +74,32 @@ def _rank(grant: Grant) -> tuple[tuple[int, int], int, str]:
     """Sort key: most specific first, then `ask` before `allow`, then the smaller id."""
     neg = specificity(grant)
     return ((-neg[0], -neg[1]), 0 if grant.mode is Mode.ASK else 1, grant.id)
+
+
+def hidden_paths(winner: Grant, grants: Sequence[Grant]) -> tuple[str, ...]:
+    """The places under the winner's path that another grant denies, or whose label is above
+    the winner's (a higher class, or untrusted where the winner is trusted).
+
+    The winner's whole path is bound into the sandbox; without these hidden, a link inside it
+    or a shell could read what a narrower grant forbids or labels higher, under the winner's
+    lower label (I2, I4, I5). The outermost such places are enough."""
+    if winner.path is None:
+        return ()
+    found = sorted(
+        {
+            grant.path
+            for grant in grants
+            if grant.path is not None
+            and grant.path != winner.path
+            and inside(winner.path, grant.path)
+            and (
+                grant.mode is Mode.DENY
+                or not grant.class_.at_most(winner.class_)
+                or (grant.untrusted and not winner.untrusted)
+            )
+        }
+    )
+    return tuple(p for p in found if not any(q != p and inside(q, p) for q in found))
 
 
 def result_label(winner: Grant, result: Result) -> Label | None:
@@ -131,19 +158,23 @@ def decide(
         note(f"{winner.id} asks the owner")
         return Ask(winner, args, AskWhy.GRANT_ASKS)
     note(f"{winner.id} allows it")
-    return Allowed(winner, args, result_label(winner, spec.result))
+    hidden = hidden_paths(winner, grants)
+    if hidden:
+        note(f"hidden in the sandbox: {', '.join(hidden)}")
+    return Allowed(winner, args, result_label(winner, spec.result), hidden)
 
 
 def redecide(label: Label, tool: str, arguments: str, grants: Sequence[Grant]) -> Allowed | Denied:
     """After the owner approved: the same steps again; a denial wins, anything else runs."""
     decision = decide(label, tool, arguments, grants)
-    return approved(decision) if isinstance(decision, Ask) else decision
+    return approved(decision, grants) if isinstance(decision, Ask) else decision
 
 
-def approved(ask: Ask) -> Allowed:
+def approved(ask: Ask, grants: Sequence[Grant]) -> Allowed:
     """An ask the owner approved: it runs as if its winner had allowed it."""
     spec = BROKERED[ask.args.tool]
-    return Allowed(ask.winner, ask.args, result_label(ask.winner, spec.result))
+    label = result_label(ask.winner, spec.result)
+    return Allowed(ask.winner, ask.args, label, hidden_paths(ask.winner, grants))
 
 
 def _ignore(_: str) -> None:

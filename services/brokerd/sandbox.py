@@ -70,6 +70,7 @@ class Call:
     path: str | None  # the winner's path (file tools, shell)
     cwd: str | None = None  # shell's working folder (else the winner's path)
     bound: int | None = None  # `path` pinned by `open_granted`; None binds nothing of it
+    hidden: tuple[tuple[str, bool], ...] = ()  # (place, is a folder) covered inside the grant
     timeout_s: float = 10.0
     proxy: str | None = None  # the fetch proxy's socket on the host
     ca_file: str | None = None  # an extra CA bundle for http_fetch (tests)
@@ -107,6 +108,12 @@ def command(host: Host, call: Call) -> list[str]:
     if grant is not None:
         kind = "--ro-bind-fd" if call.mount is Mount.READ_ONLY else "--bind-fd"
         binds.append((grant, [kind, str(call.bound), grant]))
+        # What narrower grants deny or label higher is covered: an empty folder, or an empty
+        # file. A mount point cannot be renamed or removed from inside, so no sandbox can
+        # move what is covered out from under its cover.
+        for place, folder in call.hidden:
+            cover = ["--tmpfs", place] if folder else ["--ro-bind", "/dev/null", place]
+            binds.append((place, cover))
     if call.mount is Mount.PROXY:
         binds.append(("/etc/ssl/certs", ["--ro-bind-try", "/etc/ssl/certs", "/etc/ssl/certs"]))
         if call.proxy:  # connecting needs no write access: read-only, so it cannot be changed
@@ -178,6 +185,46 @@ def open_granted(path: str) -> int | None:
             if stat.S_ISLNK(os.fstat(current).st_mode):
                 raise Unconfinable(
                     f"the granted path {path} cannot be confined: {walked} is a symbolic link"
+                )
+        found, current = current, -1
+        return found
+    finally:
+        if current >= 0:
+            os.close(current)
+
+
+def hidden_places(bound: int, grant: str, hidden: Sequence[str]) -> tuple[tuple[str, bool], ...]:
+    """Which of the `hidden` places under `grant` (pinned as `bound`) exist, and whether each
+    is a folder; Unconfinable when one is reached through a symbolic link (it could not be
+    covered where it really is)."""
+    found: list[tuple[str, bool]] = []
+    for place in hidden:
+        relative = place[len(grant) :].strip("/") if grant != "/" else place.strip("/")
+        fd = _walk(bound, relative, place)
+        if fd is None:
+            continue
+        try:
+            found.append((place, stat.S_ISDIR(os.fstat(fd).st_mode)))
+        finally:
+            os.close(fd)
+    return tuple(found)
+
+
+def _walk(start: int, relative: str, place: str) -> int | None:
+    """An O_PATH descriptor of `relative` under `start`, never through a link; None if missing."""
+    current = os.dup(start)
+    try:
+        for part in relative.split("/"):
+            try:
+                following = os.open(part, _PATH_FLAGS, dir_fd=current)
+            except (FileNotFoundError, NotADirectoryError):
+                return None
+            os.close(current)
+            current = following
+            if stat.S_ISLNK(os.fstat(current).st_mode):
+                raise Unconfinable(
+                    f"{place}, which another grant covers, cannot be hidden: it is reached "
+                    "through a symbolic link"
                 )
         found, current = current, -1
         return found

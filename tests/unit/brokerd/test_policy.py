@@ -321,3 +321,49 @@ def test_the_trace_names_every_step_taken() -> None:
     assert "matching grants: work-w (allow)" in text
     assert "winner: work-w" in text
     assert "flow: the session holds secret data" in text
+
+
+# What the sandbox of a wide grant must hide (a narrower grant denies or labels it higher).
+
+
+@pytest.mark.parametrize(
+    "others, hidden",
+    [
+        ([], ()),
+        (
+            [g("vault", "read_file", path="/home/kyle/notes/vault", cls="secret")],
+            ("/home/kyle/notes/vault",),
+        ),
+        (
+            [g("closed", "write_file", "deny", path="/home/kyle/notes/closed")],
+            ("/home/kyle/notes/closed",),
+        ),
+        (
+            [g("inbox", "read_file", path="/home/kyle/notes/inbox", untrusted=True)],
+            ("/home/kyle/notes/inbox",),
+        ),
+        ([g("same", "read_file", path="/home/kyle/notes/same")], ()),
+        ([g("lower", "read_file", path="/home/kyle/notes/pub", cls="public")], ()),
+        ([g("outside", "read_file", path="/home/kyle/other", cls="secret")], ()),
+        ([g("itself", "write_file", path="/home/kyle/notes", cls="secret")], ()),
+        (
+            [
+                g("outer", "read_file", path="/home/kyle/notes/a", cls="secret"),
+                g("inner", "read_file", "deny", path="/home/kyle/notes/a/b"),
+            ],
+            ("/home/kyle/notes/a",),
+        ),
+    ],
+)
+def test_an_allowed_call_hides_what_narrower_grants_deny_or_label_higher(
+    others: list[Grant], hidden: tuple[str, ...]
+) -> None:
+    decision = decide(PRIVATE, "read_file", a(path="/home/kyle/notes/x"), [NOTES, *others])
+    assert isinstance(decision, Allowed) and decision.winner == NOTES
+    assert decision.hidden == hidden
+
+
+def test_an_approved_call_hides_the_same_places() -> None:
+    vault = g("vault", "shell", path="/home/kyle/work/vault", cls="secret")
+    decision = redecide(PRIVATE, "shell", a(command="ls", cwd="/home/kyle/work"), [WORK_SH, vault])
+    assert isinstance(decision, Allowed) and decision.hidden == ("/home/kyle/work/vault",)

@@ -381,3 +381,40 @@ def test_a_path_through_a_symbolic_link_cannot_be_confined(tree: Path, name: str
         f"the granted path {tree / name} cannot be confined: {tree / at} is a symbolic link"
     )
     assert open_fds() == before
+
+
+# --- what a narrower grant hides ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tool", ["read_file", "write_file", "shell"])
+def test_hidden_places_are_covered_after_the_grant_is_bound(tool: str) -> None:
+    hidden = (("/home/kyle/notes/vault", True), ("/home/kyle/notes/key.pem", False))
+    parsed = parse(command(HOST, replace(call_for(tool), hidden=hidden)))
+    mounts = [(op.name, op.dest) for op in parsed.mounts]
+    grant = next(i for i, (_, dest) in enumerate(mounts) if dest == "/home/kyle/notes")
+    folder = mounts.index(("--tmpfs", "/home/kyle/notes/vault"))
+    file = next(i for i, op in enumerate(parsed.mounts)
+                if op.dest == "/home/kyle/notes/key.pem")  # fmt: skip
+    assert grant < folder and grant < file
+    assert parsed.mounts[file].name == "--ro-bind" and parsed.mounts[file].args[0] == "/dev/null"
+
+
+def test_hidden_places_are_found_without_following_links(tmp_path: Path) -> None:
+    from services.brokerd.sandbox import hidden_places
+
+    (tmp_path / "vault").mkdir()
+    (tmp_path / "key.pem").write_text("k")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "linked").symlink_to("elsewhere")
+    bound = open_granted(str(tmp_path))
+    assert bound is not None
+    try:
+        places = [f"{tmp_path}/vault", f"{tmp_path}/key.pem", f"{tmp_path}/missing/x"]
+        assert hidden_places(bound, str(tmp_path), places) == (
+            (f"{tmp_path}/vault", True),
+            (f"{tmp_path}/key.pem", False),
+        )
+        with pytest.raises(Unconfinable, match="symbolic link"):
+            hidden_places(bound, str(tmp_path), [f"{tmp_path}/linked/inner"])
+    finally:
+        os.close(bound)
