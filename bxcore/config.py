@@ -18,6 +18,8 @@ from bxcore.config_keys import KEYS, SECTIONS, Key, Kind, default, show, show_na
 from bxcore.home import SOCKETS, Home
 
 MAX_CONFIG_BYTES = 1 << 20
+#: The sockets that authenticate with CURVE, and so alone may be moved to tcp:// (§3.6).
+CURVE_SOCKETS = frozenset({"admin", "gateway"})
 
 
 class ConfigError(Exception):
@@ -201,6 +203,11 @@ def _check_together(config: Config, source: str) -> None:
         if key.section != "sockets":
             continue
         value = getattr(config.sockets, key.attr)
+        if value.startswith("tcp://") and key.name not in CURVE_SOCKETS:
+            raise ConfigError(
+                f"{source}: [sockets] {key.name}: tcp:// needs CURVE, which only "
+                f"{' and '.join(sorted(CURVE_SOCKETS))} have; use ipc://"
+            )
         if value and value in seen:
             raise ConfigError(
                 f"{source}: [sockets] {key.name}: the same endpoint as [sockets] {seen[value]}"

@@ -232,7 +232,7 @@ SECTIONS: MappingProxyType[str, str] = MappingProxyType(
         "console": "The owner's web console (§12).",
         "sockets": (
             'Endpoint overrides, one per socket; "" is ipc:// in the run folder (§2.3). '
-            "A tcp:// endpoint always uses CURVE (§3.6)."
+            "A tcp:// endpoint must use CURVE (§3.6), so only admin and gateway may take one."
         ),
     }
 )

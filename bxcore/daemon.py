@@ -20,13 +20,10 @@ import zmq
 import zmq.asyncio
 
 from bxcore import runlock
-from bxcore.config import Config, ConfigError, load_config
+from bxcore.config import CURVE_SOCKETS, Config, ConfigError, load_config
 from bxcore.curve import KeyFileError
 from bxcore.errors import one_line
 from bxcore.home import SOCKETS, Home, HomeError
-
-#: The sockets that authenticate with CURVE, and so may be moved to tcp:// (§3.6).
-CURVE_SOCKETS = frozenset({"admin", "gateway"})
 
 
 class StartError(Exception):

@@ -130,6 +130,7 @@ def add(
     home.grants.mkdir(parents=True, exist_ok=True)
     temporary = target.with_name(f".{grant_id}.toml.new")
     temporary.write_text(text, encoding="utf-8")
+    temporary.chmod(0o644)  # brokerd may run as another user (deploy/)
     try:
         os.link(temporary, target)  # fails if the id is taken: never overwrite
     except FileExistsError:

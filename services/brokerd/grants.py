@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import logging
 import os
 import re
 import stat
@@ -21,6 +22,8 @@ from bxcore.labels import DataClass
 from bxcore.tools import BROKERED, Match
 from services.brokerd.args import valid_host_pattern, valid_path
 from services.brokerd.watch import FolderWatch
+
+log = logging.getLogger(__name__)
 
 MAX_GRANT_BYTES = 64 * 1024
 _ID = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
@@ -207,6 +210,7 @@ class GrantsFolder:
         self._watch = FolderWatch(folder)
         self._signature: tuple[Any, ...] | None = None
         self._grants = GrantSet()
+        self._told: set[tuple[str, str]] = set()
 
     def __repr__(self) -> str:
         return (
@@ -217,13 +221,20 @@ class GrantsFolder:
     def current(self) -> GrantSet:
         if self._watch.available:
             if self._watch.changed():
-                self._grants = read_folder(self.folder)
+                self._read()
             return self._grants
         signature = self._signature_now()
         if signature != self._signature:
-            self._grants = read_folder(self.folder)
+            self._read()
             self._signature = signature
         return self._grants
+
+    def _read(self) -> None:
+        self._grants = read_folder(self.folder)
+        for grant in self._grants.invalid:  # each version of an invalid grant, said once
+            if (grant.id, grant.sha256) not in self._told:
+                self._told.add((grant.id, grant.sha256))
+                log.warning("grant %s is invalid and never matches: %s", grant.id, grant.problem)
 
     def _signature_now(self) -> tuple[Any, ...]:
         try:

@@ -1,9 +1,9 @@
 """gatewayd's shell (SPEC §2.3, §12): binds the `gateway` socket behind CURVE (the owner's key
 only), follows `loop-events` and `broker-events`, and keeps the witness of the ledger's head.
 
-It is a CURVE client of brokerd's admin socket with its own key, never the owner's, so it can
-relay the owner's verdicts but cannot approve anything by itself (I6). The web console is not
-served yet; `[console]` is read by the issue that adds it.
+It is a CURVE client of brokerd's admin socket with its own key, never the owner's; that key
+is on the admin allow-list (§3.6), so gatewayd could approve: it only relays the verdicts the
+owner's authenticated client sends, and runs as its own user so loopd cannot use its key.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import OrderedDict
 from typing import Any
 
 import anyio
@@ -40,6 +41,7 @@ from services.loopd.turn import Turns
 
 log = logging.getLogger("loopd")
 
+REMEMBERED = 1024  # owner messages whose answer a retry gets again
 HISTORY_BUDGET = MAX_MESSAGE // 2  # events are escaped once more inside a history message
 
 
@@ -50,6 +52,7 @@ class Loop:
         self._tasks = tasks
         self._logs: dict[str, SessionLog] = {}
         self._busy: set[str] = set()
+        self._accepted: OrderedDict[str, Accepted] = OrderedDict()  # request id -> answer
         broker = ctx.endpoint("broker")
         self.turns = Turns(
             ctx.config,
@@ -84,16 +87,25 @@ class Loop:
 
     async def handle(self, message: Any) -> Any:
         if isinstance(message, OwnerMessage):
+            repeat = self._accepted.get(message.id)
+            if repeat is not None and repeat.session == message.session:
+                return repeat  # a retried request (§3.1): the same answer, no second turn
             session = self.log(message.session)
             turn = session.turns + 1
             self._publisher.publish(session.event(turn, OwnerSaid(message.text)))
             self._work(message.session)
-            return Accepted(message.id, message.session, turn)
+            accepted = Accepted(message.id, message.session, turn)
+            self._accepted[message.id] = accepted
+            if len(self._accepted) > REMEMBERED:
+                self._accepted.popitem(last=False)
+            return accepted
         if isinstance(message, SessionsQuery):
             return SessionList(message.id, tuple(self._info(s) for s in sorted(self._logs)))
         if isinstance(message, HistoryQuery):
             return self._history(message)
-        request_id = getattr(message, "id", None) or "?"
+        request_id = getattr(message, "id", None)
+        if request_id is None:  # an event or an answer: nothing to answer (§3.1)
+            return None
         return Error(request_id, ErrorCode.BAD_MESSAGE, f"loopd does not take {message.TYPE}")
 
     def _info(self, name: str) -> SessionInfo:
@@ -104,6 +116,9 @@ class Loop:
         events: list[TurnEvent] = []
         size = 0
         more = False
+        known = message.session in self._logs
+        if not known and not self._ctx.home.session_history(message.session).exists():
+            return History(message.id, message.session, (), False)  # asking creates no session
         for event in self.log(message.session).events(message.after or 0):
             size += len(encode(event)) * 2
             if size > HISTORY_BUDGET and events:  # a page holds at least one: paging goes on

@@ -153,9 +153,9 @@ fetch_ca_file = "/tmp/ca.pem"
 host = "::1"
 port = 65535
 [sockets]
-broker = "tcp://127.0.0.1:5555"
+admin = "tcp://127.0.0.1:5555"
 broker-events = "ipc:///tmp/bx/events.sock"
-supervisor = "tcp://[::1]:5556"
+gateway = "tcp://[::1]:5556"
 """
     config = parse_config(text.encode())
     assert config.model.provider == "scripted" and config.model.stream is True
@@ -173,10 +173,10 @@ supervisor = "tcp://[::1]:5556"
 
 def test_a_socket_endpoint_is_the_override_else_the_homes_ipc() -> None:
     home = Home(Path("/srv/bx"))
-    sockets = parse_config(b'[sockets]\nloop-events = "tcp://127.0.0.1:7000"\n').sockets
-    assert sockets.endpoint("loop-events", home) == "tcp://127.0.0.1:7000"
+    sockets = parse_config(b'[sockets]\ngateway = "tcp://127.0.0.1:7000"\n').sockets
+    assert sockets.endpoint("gateway", home) == "tcp://127.0.0.1:7000"
     for name in SOCKETS:
-        if name != "loop-events":
+        if name != "gateway":
             assert sockets.endpoint(name, home) == f"ipc:///srv/bx/run/{name}.sock"
 
 
@@ -292,8 +292,10 @@ def test_an_unknown_section_or_key_is_named(text: str, message: str) -> None:
         ('[sockets]\nbroker = "tcp://127.0.0.1:70000"', "[sockets] broker: expected"),
         (f'[sockets]\nadmin = "ipc:///{"a" * 107}"',
          "[sockets] admin: the socket path is longer than 107 bytes"),
-        ('[sockets]\nloop = "tcp://127.0.0.1:5"\nmemory = "tcp://127.0.0.1:5"',
-         "config.toml: [sockets] memory: the same endpoint as [sockets] loop"),
+        ('[sockets]\nadmin = "tcp://127.0.0.1:5"\ngateway = "tcp://127.0.0.1:5"',
+         "config.toml: [sockets] gateway: the same endpoint as [sockets] admin"),
+        ('[sockets]\nloop = "tcp://127.0.0.1:5"',
+         "config.toml: [sockets] loop: tcp:// needs CURVE, which only admin and gateway have"),
     ],
 )  # fmt: skip
 def test_a_value_out_of_bounds_or_not_allowed_is_named(text: str, message: str) -> None:
