@@ -16,7 +16,7 @@ from typing import Annotated
 import typer
 
 from bxcore.home import Home
-from bxctl import audit_cmds, grant_cmds, owner_cmds, session_cmds
+from bxctl import audit_cmds, box_cmds, grant_cmds, owner_cmds, session_cmds
 from bxctl.init import init_home
 from bxctl.output import CommandError, say
 
@@ -30,6 +30,7 @@ app = typer.Typer(
 )
 app.add_typer(grant_cmds.app, name="grant")
 app.add_typer(audit_cmds.app, name="audit")
+box_cmds.register(app)
 app.add_typer(session_cmds.app, name="session")
 owner_cmds.register(app)  # chat, pending, approve, deny
 app.command()(session_cmds.explain)

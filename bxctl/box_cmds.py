@@ -1,0 +1,410 @@
+"""`bxctl up | down | restart | status | logs` (SPEC §13): the owner's side of the supervisor.
+
+`up` checks the config and the grants before anything starts, then runs the supervisor
+detached (or in this process with `--foreground`) and waits until every service answers.
+The others ask the running supervisor on its socket, named by `{home}/run/supervisor.pid`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import secrets
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+import anyio
+import typer
+import zmq
+
+from bxcore import runlock, wire
+from bxcore.config import Config, ConfigError, load_config
+from bxcore.home import SERVICES, Home, HomeError
+from bxcore.messages import (
+    Error,
+    ServiceState,
+    SupervisorReport,
+    SupervisorRestart,
+    SupervisorStatus,
+    SupervisorStop,
+)
+from bxcore.router import tune
+from bxctl import pidfile
+from bxctl.box_view import (
+    UNSANDBOXED,
+    StartView,
+    measure,
+    service_json,
+    show_started,
+    status_table,
+    warn,
+)
+from bxctl.init import init_home
+from bxctl.logs import Follower, rotate_if_over, rotated, tail
+from bxctl.output import fail, print_json, say
+from bxctl.pidfile import GRACE_S, Box
+from bxctl.specs import ServiceSpec, parse_specs
+from bxctl.supervisor import Supervisor, SupervisorError
+from services.brokerd.grants import read_folder
+
+UP_TIMEOUT_S = 180.0  # a service may take 10 s to answer, and back off five times
+RUNNING = ServiceState.RUNNING
+
+
+class NoAnswer(Exception):
+    pass
+
+
+def _home(ctx: typer.Context) -> Home:
+    home: Home = ctx.obj.home
+    return home
+
+
+def _request_id() -> str:
+    return f"bxctl-{secrets.token_hex(6)}"
+
+
+def ask(endpoint: str, message: Any, timeout: float) -> Any:
+    """One request to the supervisor; its answer, or NoAnswer."""
+    socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
+    tune(socket)
+    try:
+        socket.connect(endpoint)
+        socket.send(wire.encode(message))
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0 and socket.poll(int(left * 1000) + 1):
+            try:
+                reply = wire.decode(socket.recv())
+            except wire.DecodeError as error:
+                fail(f"the supervisor answered with a bad message: {error}")
+            if getattr(reply, "id", None) == message.id:
+                return reply
+    finally:
+        socket.close(linger=0)
+    raise NoAnswer(f"the supervisor did not answer at {endpoint} in {timeout:g} s")
+
+
+def _running(home: Home) -> pidfile.BoxRecord | None:
+    return pidfile.running(home.pidfile("supervisor"))
+
+
+def _report(record: pidfile.BoxRecord, timeout: float = 5.0) -> SupervisorReport:
+    try:
+        report = ask(record.endpoint, SupervisorStatus(_request_id()), timeout)
+    except NoAnswer as error:
+        fail(f"{error} (its pid is {record.supervisor.pid})")
+    if not isinstance(report, SupervisorReport):
+        fail(f"the supervisor answered {type(report).__name__}: {report}")
+    return report
+
+
+# -- up ----------------------------------------------------------------------------------------
+
+
+def _check_home(home: Home) -> Config:
+    """`bxctl init` on a fresh home; the config, which must be good; the grants, warned of."""
+    try:
+        made = init_home(home)
+    except HomeError as error:
+        fail(str(error))
+    if made:
+        say(f"initialised {home.root}")
+    try:
+        config = load_config(home.config)
+    except ConfigError as error:
+        fail(f"{error}; nothing was started")
+    for grant in read_folder(home.grants).invalid:
+        warn(f"grant {grant.id} is invalid and never matches: {grant.problem}")
+    return config
+
+
+def up(
+    ctx: typer.Context,
+    foreground: Annotated[
+        bool, typer.Option("--foreground", help="Supervise in this process until Ctrl-C.")
+    ] = False,
+    service: Annotated[
+        list[str] | None,
+        typer.Option("--service", hidden=True, help="For tests: NAME or NAME=MODULE:SOCKET."),
+    ] = None,
+) -> None:
+    """Start the box: brokerd, memoryd, loopd and gatewayd, supervised."""
+    home = _home(ctx)
+    config = _check_home(home)
+    try:
+        specs = parse_specs(service or [])
+    except ValueError as error:
+        fail(str(error), code=2)
+    record = _running(home)
+    if record is not None:
+        _already_running(record)
+        return
+    if foreground:
+        _up_foreground(home, config, specs)
+    else:
+        _up_detached(home, config, service or [])
+
+
+def _already_running(record: pidfile.BoxRecord) -> None:
+    report = _report(record)
+    say(f"already running (supervisor pid {report.pid})")
+    if report.console:
+        say(f"console: {report.console}")
+
+
+def _up_detached(home: Home, config: Config, service_args: Sequence[str]) -> None:
+    log_path = home.log("supervisor")
+    rotate_if_over(log_path)
+    argv = [sys.executable, "-m", "bxctl.supervisor", "--home", str(home.root)]
+    for text in service_args:
+        argv += ["--service", text]
+    with open(log_path, "ab") as log_file:
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            cwd=home.root,
+            start_new_session=True,  # not stopped by the terminal's Ctrl-C or hang-up
+        )
+    endpoint = config.sockets.endpoint("supervisor", home)
+    deadline = time.monotonic() + UP_TIMEOUT_S
+    view = StartView()
+    report: SupervisorReport | None = None
+    try:
+        while True:
+            if process.poll() is not None:
+                view.close()
+                record = _running(home)
+                if record is not None:  # another `up` won the race
+                    _already_running(record)
+                    return
+                last = tail(log_path, 1)
+                fail(f"the supervisor stopped: {last[0] if last else 'see ' + str(log_path)}")
+            with contextlib.suppress(NoAnswer):
+                answer = ask(endpoint, SupervisorStatus(_request_id()), 0.5)
+                if isinstance(answer, SupervisorReport):
+                    report = answer
+                    if view.update(report):
+                        break
+            if time.monotonic() > deadline:
+                fail(f"the box did not start in {UP_TIMEOUT_S:g} s; see `bxctl status`")
+            time.sleep(0.1)
+    finally:
+        view.close()
+    assert report is not None
+    show_started(home, report, fatal=True)
+
+
+def _up_foreground(home: Home, config: Config, specs: Sequence[ServiceSpec]) -> None:
+    try:
+        supervisor = Supervisor(home, config, specs)
+        box = Box.open(home, supervisor.endpoint)
+    except (SupervisorError, runlock.AlreadyRunning, HomeError) as error:
+        fail(str(error))
+    supervisor.on_child = box.child
+    rotate_if_over(home.log("supervisor"))
+    handler = logging.FileHandler(home.log("supervisor"))
+    handler.setFormatter(logging.Formatter("%(asctime)s supervisor %(message)s"))
+    logger = logging.getLogger("supervisor")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+
+    async def watch() -> None:
+        view = StartView()
+        try:
+            while not view.update(report := supervisor.report("up")):
+                await anyio.sleep(0.1)
+        finally:
+            view.close()
+        show_started(home, report, fatal=False)
+        say("running in the foreground: Ctrl-C stops the box")
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(watch)
+            await supervisor.run()
+            tasks.cancel_scope.cancel()
+
+    try:
+        anyio.run(main)
+    except SupervisorError as error:
+        fail(str(error))
+    finally:
+        box.close()
+        logger.removeHandler(handler)
+        handler.close()
+    say("stopped")
+
+
+# -- down, restart -----------------------------------------------------------------------------
+
+
+def down(ctx: typer.Context) -> None:
+    """Stop every service (in reverse order) and the supervisor; leave no process behind."""
+    home = _home(ctx)
+    path = home.pidfile("supervisor")
+    record = pidfile.running(path)
+    if record is None:
+        left = pidfile.sweep(home.root, pidfile.read(path), GRACE_S, strays=True)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()  # stale: its supervisor is gone
+        say(f"not running (stopped {left} leftover processes)" if left else "not running")
+        return
+    try:
+        answer = ask(record.endpoint, SupervisorStop(_request_id()), 5.0)
+        if isinstance(answer, Error):
+            warn(f"the supervisor answered: {answer.message}")
+    except NoAnswer:
+        _signal_supervisor(record)
+    # each service: SIGTERM, at most the grace, SIGKILL; then a margin
+    wait = (len(record.children) or len(SERVICES)) * (GRACE_S + 1.0) + 5.0
+    if not pidfile.wait_gone(record.supervisor, wait):
+        warn(f"the supervisor (pid {record.supervisor.pid}) did not stop in {wait:g} s: killed")
+        process = record.supervisor.process()
+        if process is not None:
+            with contextlib.suppress(Exception):
+                process.kill()
+        pidfile.wait_gone(record.supervisor, 5.0)
+    left = pidfile.sweep(home.root, record, GRACE_S, strays=True)
+    if left:
+        warn(f"stopped {left} process(es) that outlived the supervisor")
+    say("stopped")
+
+
+def _signal_supervisor(record: pidfile.BoxRecord) -> None:
+    process = record.supervisor.process()
+    if process is not None:
+        with contextlib.suppress(Exception):
+            process.terminate()  # it stops the services on SIGTERM as on `supervisor_stop`
+
+
+def restart(
+    ctx: typer.Context,
+    service: Annotated[
+        str | None, typer.Argument(help="One service; all of them (in order) when absent.")
+    ] = None,
+) -> None:
+    """Restart one service, or all of them."""
+    home = _home(ctx)
+    record = _running(home)
+    if record is None:
+        fail("the box is not running; start it with `bxctl up`")
+    try:
+        answer = ask(record.endpoint, SupervisorRestart(_request_id(), service), UP_TIMEOUT_S)
+    except NoAnswer as error:
+        fail(str(error))
+    if isinstance(answer, Error):
+        fail(answer.message)
+    assert isinstance(answer, SupervisorReport)
+    for info in answer.services:
+        if service is None or info.name == service:
+            style = "green" if info.state is RUNNING else "red"
+            say(f"{info.name:<10} {info.state} (pid {info.pid or '-'})", style=style)
+    show_started(home, answer, fatal=True)
+
+
+# -- status ------------------------------------------------------------------------------------
+
+
+def status(
+    ctx: typer.Context,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")] = False,
+) -> None:
+    """Each service: state, pid, uptime, restarts, memory and CPU. Exit 3 unless all run."""
+    record = _running(_home(ctx))
+    if record is None:
+        if as_json:
+            print_json({"running": False, "services": []})
+        else:
+            say("not running")
+        raise typer.Exit(3)
+    report = _report(record)
+    usage = measure([info.pid for info in report.services if info.pid is not None])
+    services = [service_json(info, usage.get(info.pid or 0)) for info in report.services]
+    unsandboxed = report.sandbox == "none"
+    if as_json:
+        print_json(
+            {
+                "running": True,
+                "supervisor": report.pid,
+                "sandbox": report.sandbox,
+                "unsandboxed": unsandboxed,
+                "console": report.console,
+                "services": services,
+            }
+        )
+    else:
+        say(f"supervisor pid {report.pid}, sandbox {report.sandbox}")
+        if unsandboxed:
+            say(UNSANDBOXED, style="red")
+        status_table(services)
+        if report.console:
+            say(f"console: {report.console}")
+    if any(info.state is not RUNNING for info in report.services):
+        raise typer.Exit(3)
+
+
+# -- logs --------------------------------------------------------------------------------------
+
+
+def logs(
+    ctx: typer.Context,
+    service: Annotated[str | None, typer.Argument(help="One service; all when absent.")] = None,
+    follow: Annotated[bool, typer.Option("-f", "--follow", help="Follow until Ctrl-C.")] = False,
+    lines: Annotated[int, typer.Option("-n", "--lines", min=0, help="How many lines.")] = 50,
+) -> None:
+    """The last lines of a service's log (or of every log, each line named), and follow."""
+    home = _home(ctx)
+    if service is not None:
+        try:
+            path = home.log(service)
+        except ValueError:
+            fail(f"not a service name: {service!r}", code=2)
+        if not path.exists() and not rotated(path, 1).exists():
+            fail(f"no log for {service} yet ({path})")
+        paths = {service: path}
+    else:
+        found = {p.name[: -len(".log")]: p for p in home.logs.glob("*.log")}
+        order = [*SERVICES, "supervisor"]
+        names = [n for n in order if n in found] + sorted(n for n in found if n not in order)
+        paths = {name: found[name] for name in names}
+        if not paths:
+            if not follow:
+                say(f"no logs yet in {home.logs}")
+                return
+            paths = {name: home.log(name) for name in SERVICES}  # wait for them to appear
+    width = max((len(name) for name in paths), default=0)
+
+    def show(name: str, line: str) -> None:
+        typer.echo(f"{name:<{width}} | {line}" if service is None else line)
+
+    followers = {name: Follower(path) for name, path in paths.items()} if follow else {}
+    for name, path in paths.items():
+        for line in tail(path, lines):
+            show(name, line)
+    if not follow:
+        return
+    try:
+        while True:
+            for name, follower in followers.items():
+                for line in follower.read():
+                    show(name, line)
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for follower in followers.values():
+            follower.close()
+
+
+def register(app: typer.Typer) -> None:
+    """Add these commands to `bxctl`."""
+    app.command()(up)
+    app.command()(down)
+    app.command()(restart)
+    app.command()(status)
+    app.command()(logs)

@@ -1,0 +1,450 @@
+"""The supervisor (SPEC §13): starts a home's services in order, each in its own process group,
+restarts them as `bxctl.lifecycle`'s table says, and answers `supervisor_status`, `_restart`
+and `_stop` on the `supervisor` socket. `python -m bxctl.supervisor --home DIR` (what `bxctl
+up` starts, detached), or `Supervisor.run` inside `bxctl up --foreground`. No child outlives
+it: every stop is SIGTERM to the group, the grace, then SIGKILL, in a shielded scope.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
+
+import anyio
+import anyio.abc
+import zmq
+import zmq.asyncio
+
+from bxcore import curve, runlock
+from bxcore.client import Client, ProtocolError, Unreachable
+from bxcore.clock import now_ms, rfc3339
+from bxcore.config import Config, ConfigError, load_config
+from bxcore.errors import one_line
+from bxcore.home import SOCKETS, Home, HomeError
+from bxcore.messages import (
+    Error,
+    ErrorCode,
+    Ping,
+    Pong,
+    ServiceInfo,
+    ServiceState,
+    SupervisorReport,
+    SupervisorRestart,
+    SupervisorStatus,
+    SupervisorStop,
+)
+from bxcore.router import Router
+from bxctl.lifecycle import POLICY, Action, Event, Policy, ServiceLife, step
+from bxctl.logs import RotatingLog
+from bxctl.pidfile import GRACE_S, Box
+from bxctl.specs import ServiceSpec, console_url, parse_specs
+
+log = logging.getLogger("supervisor")
+
+READY_S = 10.0  # a service must answer `ping` this soon after it starts (§13)
+SETTLED = frozenset({ServiceState.RUNNING, ServiceState.FAILED, ServiceState.STOPPED})
+
+
+class SupervisorError(Exception):
+    """The supervisor cannot start; the text is one line."""
+
+
+def describe_exit(code: int) -> str:
+    return f"signal {-code}" if code < 0 else f"exit {code}"
+
+
+def _signal_group(pgid: int, number: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, number)
+
+
+class Service:
+    """One supervised service: its life, its process (when it has one) and its log."""
+
+    def __init__(self, spec: ServiceSpec, log_file: RotatingLog) -> None:
+        self.spec = spec
+        self.log = log_file
+        self.life = ServiceLife()
+        self.process: anyio.abc.Process | None = None
+        self.generation = 0
+        self.terminate_asked = False
+        self.last_exit: str | None = None
+        self._changed = anyio.Event()
+
+    def __repr__(self) -> str:
+        pid = f"pid {self.process.pid}" if self.process is not None else "no process"
+        return f"Service({self.spec.name}, {self.life!r}, {pid})"
+
+    def notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def wait_for(self, states: Collection[ServiceState]) -> None:
+        while self.life.state not in states:
+            await self._changed.wait()
+
+
+class Supervisor:
+    """The services of one home, and the socket the owner asks about them."""
+
+    def __init__(
+        self,
+        home: Home,
+        config: Config,
+        specs: Sequence[ServiceSpec],
+        *,
+        on_child: Callable[[str, int | None], None] = lambda name, pid: None,
+        policy: Policy = POLICY,
+        grace: float = GRACE_S,
+        ready_timeout: float = READY_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.home = home
+        self.config = config
+        self.endpoint = config.sockets.endpoint("supervisor", home)
+        if not self.endpoint.startswith("ipc://"):
+            raise SupervisorError("[sockets] supervisor: only ipc:// (it has no CURVE)")
+        self.services = {s.name: Service(s, RotatingLog(home.log(s.name))) for s in specs}
+        self.on_child = on_child  # the pid file's record of each child
+        self._policy = policy
+        self._grace = grace
+        self._ready_timeout = ready_timeout
+        self._clock = clock
+        self._env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self._closing = False
+        self._stop = anyio.Event()
+        self._starting: anyio.CancelScope | None = None  # made in `run`: needs the loop
+        self._owner = anyio.Lock()  # one owner's request at a time
+        self._tasks: anyio.abc.TaskGroup | None = None
+        self._zmq: zmq.asyncio.Context | None = None
+
+    def __repr__(self) -> str:
+        state = "closing" if self._closing else "serving"
+        return f"Supervisor({self.home.root}, {state}, {list(self.services.values())!r})"
+
+    # -- the life of the box -------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Start the services in order and serve until SIGTERM, SIGINT, SIGHUP or a stop."""
+        self._zmq = zmq.asyncio.Context()
+        self._starting = anyio.CancelScope()
+        try:
+            try:
+                router = Router(self._zmq, self.endpoint, self.handle, service="supervisor")
+            except zmq.ZMQError as error:
+                raise SupervisorError(f"cannot bind {self.endpoint}: {error}") from None
+            try:
+                self.home.logs.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                raise SupervisorError(f"cannot create the logs folder: {one_line(error)}") from None
+            log.info("supervising %s at %s", ", ".join(self.services), self.home.root)
+            async with anyio.create_task_group() as tasks:
+                self._tasks = tasks
+                tasks.start_soon(router.serve)
+                tasks.start_soon(self._stop_on_signal)
+                try:
+                    with self._starting:
+                        await self.start_all()
+                    await self._stop.wait()
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await self.stop_all()
+                    tasks.cancel_scope.cancel()
+        finally:
+            for service in self.services.values():  # only after a bug: never leave one behind
+                if service.process is not None and service.process.returncode is None:
+                    _signal_group(service.process.pid, signal.SIGKILL)
+                service.log.close()
+            self._zmq.destroy(linger=0)
+            log.info("stopped")
+
+    def request_stop(self) -> None:
+        """Stop every service in reverse order, then end `run`."""
+        self._closing = True
+        if self._starting is not None:
+            self._starting.cancel()
+        self._stop.set()
+
+    async def _stop_on_signal(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+            async for number in signals:
+                log.info("stopping on %s", signal.Signals(number).name)
+                self.request_stop()
+
+    async def start_all(self) -> None:
+        """Start each service once the one before it runs (or has failed): brokerd first."""
+        async with self._owner:  # the owner's restarts wait until the box is up
+            for service in self.services.values():
+                self.apply(service, Event.START)
+                await service.wait_for(SETTLED)
+
+    async def stop_all(self) -> None:
+        self._closing = True
+        for service in reversed(self.services.values()):
+            self.apply(service, Event.STOP)
+            with anyio.move_on_after(self._grace + 5.0):
+                await service.wait_for({ServiceState.STOPPED})
+
+    async def restart(self, name: str | None) -> None:
+        """The owner's restart: one service, or all (stopped in reverse, started in order)."""
+        if name is not None:
+            self.apply(self.services[name], Event.RESTART)
+            await self.services[name].wait_for(SETTLED)
+            return
+        for service in reversed(self.services.values()):
+            self.apply(service, Event.STOP)
+            await service.wait_for({ServiceState.STOPPED})
+        for service in self.services.values():
+            self.apply(service, Event.RESTART)
+            await service.wait_for(SETTLED)
+
+    async def stop(self, name: str) -> None:
+        """The owner's stop of one service: it stays stopped until the owner restarts it."""
+        self.apply(self.services[name], Event.STOP)
+        await self.services[name].wait_for({ServiceState.STOPPED})
+
+    # -- the table, and the I/O it asks for ----------------------------------------------------
+
+    def apply(self, service: Service, event: Event) -> None:
+        """Move `service` by the table, and do what the table says. Never awaits."""
+        if self._closing and event in (Event.START, Event.RESTART):
+            return
+        before = service.life
+        service.life, action = step(before, event, self._clock(), self._policy)
+        if service.life.state is not before.state:
+            log.info(
+                "%s: %s -> %s on %s", service.spec.name, before.state, service.life.state, event
+            )
+            if service.life.state is ServiceState.FAILED:
+                service.log.note(
+                    f"{service.spec.name} failed: more than {self._policy.max_restarts} "
+                    f"restarts in {self._policy.window:g} s; not restarting it"
+                )
+        if action is Action.SPAWN:
+            service.generation += 1
+            service.terminate_asked = False
+            self._spawn(self._run_process, service, service.generation)
+        elif action is Action.TERMINATE:
+            if service.process is not None:
+                self._spawn(self._terminate, service, service.process)
+            else:
+                service.terminate_asked = True  # it is being started: stop it once it is
+        elif action is Action.WAIT:
+            assert service.life.retry_at is not None
+            service.log.note(f"restarting in {service.life.backoff:g} s")
+            self._spawn(self._wake, service, service.life.retry_at)
+        service.notify()
+
+    def _spawn(self, function: Callable[..., Any], *args: Any) -> None:
+        assert self._tasks is not None, "apply() before run()"
+        self._tasks.start_soon(function, *args)
+
+    async def _run_process(self, service: Service, generation: int) -> None:
+        spec = service.spec
+        try:
+            process = await anyio.open_process(
+                spec.argv(self.home),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                cwd=self.home.root,
+                env=self._env,
+                start_new_session=True,  # its own process group: stopped as a whole
+            )
+        except OSError as error:
+            service.last_exit = f"cannot start: {one_line(error)}"
+            service.log.note(service.last_exit)
+            self.apply(service, Event.EXITED)
+            return
+        service.process = process
+        self.on_child(spec.name, process.pid)
+        service.log.note(f"started {spec.name} (pid {process.pid})")
+        if service.terminate_asked:
+            self._spawn(self._terminate, service, process)
+        try:
+            async with anyio.create_task_group() as watch:
+                drained = anyio.Event()
+                watch.start_soon(self._pump, service, process, drained)
+                watch.start_soon(self._probe, service, process, generation)
+                code = await process.wait()
+                _signal_group(process.pid, signal.SIGKILL)  # whatever it left in its group
+                with anyio.move_on_after(1.0):
+                    await drained.wait()
+                watch.cancel_scope.cancel()
+        finally:
+            if process.returncode is None:  # cancelled by a bug: never leave it running
+                _signal_group(process.pid, signal.SIGKILL)
+            with anyio.CancelScope(shield=True):
+                await process.aclose()
+        service.process = None
+        service.last_exit = describe_exit(code)
+        self.on_child(spec.name, None)
+        service.log.note(f"{spec.name} exited ({service.last_exit})")
+        self.apply(service, Event.EXITED)
+
+    async def _pump(
+        self, service: Service, process: anyio.abc.Process, drained: anyio.Event
+    ) -> None:
+        """Copy the child's output into its log, which rotates by size as it grows."""
+        assert process.stdout is not None
+        try:
+            async for chunk in process.stdout:
+                service.log.write(chunk)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass
+        finally:
+            drained.set()
+
+    async def _probe(self, service: Service, process: anyio.abc.Process, generation: int) -> None:
+        """`ping` the service's socket until its pong (from this very process) or the deadline."""
+        spec, deadline = service.spec, self._clock() + self._ready_timeout
+        assert self._zmq is not None
+        if spec.socket in SOCKETS:
+            endpoint = self.config.sockets.endpoint(spec.socket, self.home)
+        else:
+            endpoint = self.home.endpoint(spec.socket)
+        try:
+            secure = self._curve_client(spec)
+        except curve.KeyFileError as error:
+            service.log.note(f"cannot probe {spec.name}: {error}")
+            secure, deadline = None, self._clock()
+        client = Client(self._zmq, endpoint, name=spec.name, timeout=0.25, tries=1, secure=secure)
+        try:
+            tries = 0
+            while self._clock() < deadline:
+                tries += 1
+                with contextlib.suppress(Unreachable, ProtocolError):
+                    pong = await client.request(Ping(f"ready-{generation}-{tries}"))
+                    if isinstance(pong, Pong) and pong.pid == process.pid:
+                        if service.generation == generation and process.returncode is None:
+                            self.apply(service, Event.READY)
+                        return
+                await anyio.sleep(0.05)
+        finally:
+            client.close()
+        if service.generation == generation and process.returncode is None:
+            service.log.note(f"{spec.name} did not answer ping in {self._ready_timeout:g} s")
+            self.apply(service, Event.NOT_READY)
+
+    def _curve_client(self, spec: ServiceSpec) -> Callable[[zmq.Socket[Any]], None] | None:
+        if spec.curve_server is None:
+            return None
+        owner = curve.load_pair(self.home.keys, "owner")
+        server = curve.load_public(self.home.keys, spec.curve_server)
+        return lambda socket: curve.connect_curve(socket, owner, server)
+
+    async def _terminate(self, service: Service, process: anyio.abc.Process) -> None:
+        """SIGTERM to the group, the grace, then SIGKILL: all of it, even when cancelled."""
+        with anyio.CancelScope(shield=True):
+            service.log.note(f"stopping {service.spec.name}: SIGTERM to its process group")
+            _signal_group(process.pid, signal.SIGTERM)
+            with anyio.move_on_after(self._grace):
+                await process.wait()
+            if process.returncode is None:
+                service.log.note(
+                    f"{service.spec.name} still runs after {self._grace:g} s: SIGKILL to its group"
+                )
+                _signal_group(process.pid, signal.SIGKILL)
+
+    async def _wake(self, service: Service, at: float) -> None:
+        await anyio.sleep(max(0.0, at - self._clock()))
+        self.apply(service, Event.BACKOFF_OVER)
+
+    # -- the socket ----------------------------------------------------------------------------
+
+    async def handle(self, message: Any) -> Any:
+        if isinstance(message, SupervisorStatus):
+            return self.report(message.id)
+        if isinstance(message, SupervisorRestart | SupervisorStop):
+            if message.service is not None and message.service not in self.services:
+                known = ", ".join(self.services)
+                return Error(
+                    message.id, ErrorCode.BAD_MESSAGE, f"no service {message.service!r} ({known})"
+                )
+            if isinstance(message, SupervisorStop) and message.service is None:
+                self.request_stop()  # again while stopping: the same answer
+                return self.report(message.id)
+            if self._closing:
+                return Error(message.id, ErrorCode.UNAVAILABLE, "the box is stopping")
+            async with self._owner:
+                if isinstance(message, SupervisorRestart):
+                    await self.restart(message.service)
+                else:
+                    assert message.service is not None
+                    await self.stop(message.service)
+            return self.report(message.id)
+        return Error(
+            getattr(message, "id", "?"),
+            ErrorCode.WRONG_SOCKET,
+            f"{type(message).TYPE} is not answered on the supervisor socket",
+        )
+
+    def report(self, request_id: str) -> SupervisorReport:
+        now, wall = self._clock(), now_ms()
+        infos = []
+        for service in self.services.values():
+            life = service.life
+            since = rfc3339(max(0, wall - int((now - life.since) * 1000)))
+            pid = service.process.pid if service.process is not None else None
+            infos.append(
+                ServiceInfo(
+                    service.spec.name, life.state, life.restarts, since, pid, service.last_exit
+                )
+            )
+        gatewayd = self.services.get("gatewayd")
+        serving = gatewayd is not None and gatewayd.life.state is ServiceState.RUNNING
+        return SupervisorReport(
+            request_id,
+            os.getpid(),
+            self.config.sandbox.mode,
+            tuple(infos),
+            console_url(self.config) if serving else None,
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bxctl.supervisor", description=__doc__)
+    parser.add_argument("--home", metavar="DIR", help="the home folder (else $BX_HOME)")
+    parser.add_argument(
+        "--service",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="a service to supervise, in order (default: the four); NAME=MODULE:SOCKET for tests",
+    )
+    options = parser.parse_args(argv)
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.INFO, format="%(asctime)s supervisor %(message)s"
+    )
+    try:
+        home = Home.resolve(options.home, os.environ)
+        config = load_config(home.config)
+        supervisor = Supervisor(home, config, parse_specs(options.service))
+        box = Box.open(home, supervisor.endpoint)
+    except (HomeError, ConfigError, runlock.AlreadyRunning, SupervisorError, ValueError) as error:
+        print(f"supervisor: {one_line(error)}", file=sys.stderr)
+        return 1
+    except OSError as error:  # the run folder or the lock file
+        print(f"supervisor: {one_line(error)}", file=sys.stderr)
+        return 1
+    supervisor.on_child = box.child
+    try:
+        anyio.run(supervisor.run)
+    except SupervisorError as error:
+        print(f"supervisor: {error}", file=sys.stderr)
+        return 1
+    finally:
+        box.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

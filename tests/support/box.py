@@ -1,0 +1,95 @@
+"""`bxctl` run as the owner runs it, against a home of its own, for the supervisor's tests.
+
+`box_home` yields a fresh home and, whatever the test did, runs `bxctl down` and then kills
+any process whose command line still names the home, failing the test if one was left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import psutil  # type: ignore[import-untyped, unused-ignore]
+
+REPO = Path(__file__).resolve().parents[2]
+THREE = ("brokerd", "memoryd", "loopd")  # gatewayd is not here yet
+QUITTER = "quitter=tests.support.quitter:quitter"
+STUBBORN = "stubborn=tests.support.stubborn:stubborn"
+
+T = TypeVar("T")
+
+
+def env() -> dict[str, str]:
+    """The environment for bxctl: test daemons importable from the supervisor's children."""
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path, "COLUMNS": "200", "BX_HOME": ""}
+
+
+def bxctl(home: Path, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bxctl", "--home", str(home), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env(),
+        cwd=REPO,
+    )
+
+
+def up(home: Path, *services: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+    """`bxctl up` supervising `services` (default: brokerd, memoryd, loopd)."""
+    flags = [arg for name in (services or THREE) for arg in ("--service", name)]
+    return bxctl(home, "up", *flags, timeout=timeout)
+
+
+def processes_of(home: Path) -> list[psutil.Process]:
+    """Every process (but this one) whose command line names `home`."""
+    found = []
+    needle = str(home)
+    for process in psutil.process_iter(["pid", "cmdline"]):
+        cmdline = process.info["cmdline"] or []
+        if process.info["pid"] != os.getpid() and any(needle in arg for arg in cmdline):
+            found.append(process)
+    return found
+
+
+def kill_all(home: Path) -> list[str]:
+    """SIGKILL every process that names `home`; their command lines."""
+    left = processes_of(home)
+    names = []
+    for process in left:
+        with contextlib.suppress(psutil.Error):
+            names.append(" ".join(process.cmdline()))
+            process.kill()
+    psutil.wait_procs(left, timeout=5)
+    return names
+
+
+def wait_until(probe: Callable[[], T | None], timeout: float, what: str) -> T:
+    """Poll `probe` until it returns something other than None or False."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value is not None and value is not False:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not within {timeout} s")
+        time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def box_home(root: Path) -> Iterator[Path]:
+    home = root / "h"
+    try:
+        yield home
+    finally:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            bxctl(home, "down", timeout=60)
+        leaked = kill_all(home)
+        assert not leaked, f"processes outlived `bxctl down`: {leaked}"
