@@ -42,6 +42,7 @@ from bxctl.box_view import (
     status_table,
     warn,
 )
+from bxctl.demo import prepare as prepare_demo
 from bxctl.init import init_home
 from bxctl.logs import Follower, rotate_if_over, rotated, tail
 from bxctl.output import fail, print_json, say
@@ -130,9 +131,15 @@ def up(
         list[str] | None,
         typer.Option("--service", hidden=True, help="For tests: NAME or NAME=MODULE:SOCKET."),
     ] = None,
+    demo: Annotated[
+        bool,
+        typer.Option("--demo", help="A demo box: the bundled scripted model and a workspace."),
+    ] = False,
 ) -> None:
     """Start the box: brokerd, memoryd, loopd and gatewayd, supervised."""
     home = _home(ctx)
+    if demo:
+        prepare_demo(home)
     config = _check_home(home)
     try:
         specs = parse_specs(service or [])
@@ -153,6 +160,11 @@ def _already_running(record: pidfile.BoxRecord) -> None:
     say(f"already running (supervisor pid {report.pid})")
     if report.console:
         say(f"console: {report.console}")
+    _next_steps()
+
+
+def _next_steps() -> None:
+    say('talk to the agent: bxctl chat "hello"   (bxctl --help for the rest)')
 
 
 def _up_detached(home: Home, config: Config, service_args: Sequence[str]) -> None:
@@ -197,6 +209,7 @@ def _up_detached(home: Home, config: Config, service_args: Sequence[str]) -> Non
         view.close()
     assert report is not None
     show_started(home, report, fatal=True)
+    _next_steps()
 
 
 def _up_foreground(home: Home, config: Config, specs: Sequence[ServiceSpec]) -> None:

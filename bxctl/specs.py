@@ -10,7 +10,6 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bxcore.config import Config
 from bxcore.home import SERVICES, Home
 
 
@@ -60,8 +59,3 @@ def parse_specs(texts: Sequence[str]) -> tuple[ServiceSpec, ...]:
             raise ValueError(f"the service {spec.name} is named twice")
         specs.append(spec)
     return tuple(specs)
-
-
-def console_url(config: Config) -> str:
-    host = config.console.host
-    return f"http://{f'[{host}]' if ':' in host else host}:{config.console.port}/"

@@ -45,7 +45,7 @@ from bxcore.router import Router
 from bxctl.lifecycle import POLICY, Action, Event, Policy, ServiceLife, step
 from bxctl.logs import RotatingLog
 from bxctl.pidfile import GRACE_S, Box
-from bxctl.specs import ServiceSpec, console_url, parse_specs
+from bxctl.specs import ServiceSpec, parse_specs
 
 log = logging.getLogger("supervisor")
 
@@ -399,15 +399,8 @@ class Supervisor:
                     service.spec.name, life.state, life.restarts, since, pid, service.last_exit
                 )
             )
-        gatewayd = self.services.get("gatewayd")
-        serving = gatewayd is not None and gatewayd.life.state is ServiceState.RUNNING
-        return SupervisorReport(
-            request_id,
-            os.getpid(),
-            self.config.sandbox.mode,
-            tuple(infos),
-            console_url(self.config) if serving else None,
-        )
+        # No console URL yet: gatewayd serves only its socket until the web console lands.
+        return SupervisorReport(request_id, os.getpid(), self.config.sandbox.mode, tuple(infos))
 
 
 def main(argv: list[str] | None = None) -> int:
