@@ -6,12 +6,13 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from bench import broker, loop
+from bench import broker, loop, startup
 
 BENCHMARKS: dict[str, Callable[[], None]] = {
     "decision": broker.decision,
     "toolcall": broker.toolcall,
     "turn": loop.turn,
+    "startup": startup.startup,
 }
 
 

@@ -31,6 +31,7 @@ Handler = Callable[[Any], Awaitable[Any]]
 
 HWM = 10_000
 MAX_IN_FLIGHT = 1024
+RECONNECT_MS = (10, 1000)  # a peer that is starting is found within 10 ms, backing off to 1 s
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,8 @@ def tune(socket: zmq.Socket[Any], *, linger_ms: int = 0) -> None:
     socket.setsockopt(zmq.MAXMSGSIZE, wire.MAX_MESSAGE)
     socket.setsockopt(zmq.SNDHWM, HWM)
     socket.setsockopt(zmq.RCVHWM, HWM)
+    socket.setsockopt(zmq.RECONNECT_IVL, RECONNECT_MS[0])
+    socket.setsockopt(zmq.RECONNECT_IVL_MAX, RECONNECT_MS[1])
 
 
 class Router:

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import secrets
-import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
@@ -49,6 +51,7 @@ from bxctl.output import fail, print_json, say
 from bxctl.pidfile import GRACE_S, Box
 from bxctl.specs import ServiceSpec, parse_specs
 from bxctl.supervisor import Supervisor, SupervisorError
+from bxctl.supervisor import main as supervisor_main
 from services.brokerd.grants import read_folder
 
 UP_TIMEOUT_S = 180.0  # a service may take 10 s to answer, and back off five times
@@ -167,28 +170,47 @@ def _next_steps() -> None:
     say('talk to the agent: bxctl chat "hello"   (bxctl --help for the rest)')
 
 
+def _fork_supervisor(home: Home, service_args: Sequence[str], log_path: Path) -> int:
+    """Start the supervisor in the background and return its pid.
+
+    It is forked, not started afresh: this process has imported most of what it needs, which
+    saves a fifth of `bxctl up`'s time (bench startup). Nothing here has made a thread or a
+    ZeroMQ context yet, so the fork is safe; the child leaves the terminal's session."""
+    pid = os.fork()
+    if pid != 0:
+        return pid
+    code = 1
+    try:
+        os.setsid()  # not stopped by the terminal's Ctrl-C or hang-up
+        os.chdir(home.root)
+        log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        null_fd = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null_fd, 0)
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        argv = ["--home", str(home.root)]
+        for text in service_args:
+            argv += ["--service", text]
+        code = supervisor_main(argv)
+    except BaseException:  # the child must never return into the CLI
+        traceback.print_exc()
+    finally:
+        os._exit(code)
+
+
 def _up_detached(home: Home, config: Config, service_args: Sequence[str]) -> None:
     log_path = home.log("supervisor")
     rotate_if_over(log_path)
-    argv = [sys.executable, "-m", "bxctl.supervisor", "--home", str(home.root)]
-    for text in service_args:
-        argv += ["--service", text]
-    with open(log_path, "ab") as log_file:
-        process = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            cwd=home.root,
-            start_new_session=True,  # not stopped by the terminal's Ctrl-C or hang-up
-        )
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = _fork_supervisor(home, service_args, log_path)
     endpoint = config.sockets.endpoint("supervisor", home)
     deadline = time.monotonic() + UP_TIMEOUT_S
     view = StartView()
     report: SupervisorReport | None = None
     try:
         while True:
-            if process.poll() is not None:
+            if os.waitpid(pid, os.WNOHANG) != (0, 0):  # the supervisor stopped
                 view.close()
                 record = _running(home)
                 if record is not None:  # another `up` won the race
@@ -204,7 +226,7 @@ def _up_detached(home: Home, config: Config, service_args: Sequence[str]) -> Non
                         break
             if time.monotonic() > deadline:
                 fail(f"the box did not start in {UP_TIMEOUT_S:g} s; see `bxctl status`")
-            time.sleep(0.1)
+            time.sleep(0.02)
     finally:
         view.close()
     assert report is not None

@@ -327,7 +327,7 @@ class Supervisor:
                         if service.generation == generation and process.returncode is None:
                             self.apply(service, Event.READY)
                         return
-                await anyio.sleep(0.05)
+                await anyio.sleep(0.02)
         finally:
             client.close()
         if service.generation == generation and process.returncode is None:
