@@ -27,7 +27,7 @@ from bxcore.tools import BROKERED, Mount, Runner
 from services.brokerd import sandbox
 from services.brokerd.fetch_proxy import OneTunnel
 from services.brokerd.policy import Allowed
-from services.brokerd.sandbox import Call, Finished, Host, Limits, Unconfinable
+from services.brokerd.sandbox import Call, Finished, Host, Unconfinable
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,6 @@ class Courier:
         self.host = host
         self._memory = memory
         self._run_dir = run_dir
-        self._limits = Limits(config.memory_mb, config.max_processes)
 
     def __repr__(self) -> str:
         return f"Courier(mode={self.config.mode}, bwrap={self.host.bwrap})"
@@ -127,6 +126,14 @@ class Courier:
             cwd=allowed.args.cwd,
             bound=bound,
             hidden=hidden,
+            memory_mb=self.config.memory_mb if spec.mount is Mount.WORKDIR else None,
+            # The kernel never applies RLIMIT_NPROC to real root, not even in bwrap's user
+            # namespace (docs/sandbox.md): as root, only the timeout bounds a fork bomb.
+            max_processes=(
+                self.config.max_processes
+                if spec.mount is Mount.WORKDIR and os.getuid() != 0
+                else None
+            ),
             timeout_s=timeout,
             ca_file=self.config.fetch_ca_file or None,
         )
@@ -176,7 +183,6 @@ class Courier:
                 argv,
                 stdin,
                 timeout_s=timeout + GRACE_S,
-                limits=self._limits,
                 env=env,
                 cwd=cwd,
                 pass_fds=fds,

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import resource
 import signal
 import stat
 import time
@@ -70,6 +69,8 @@ class Call:
     path: str | None  # the winner's path (file tools, shell)
     cwd: str | None = None  # shell's working folder (else the winner's path)
     bound: int | None = None  # `path` pinned by `open_granted`; None binds nothing of it
+    memory_mb: int | None = None  # the shell command's rlimits, set by the toolkit
+    max_processes: int | None = None
     hidden: tuple[tuple[str, bool], ...] = ()  # (place, is a folder) covered inside the grant
     timeout_s: float = 10.0
     proxy: str | None = None  # the fetch proxy's socket on the host
@@ -247,6 +248,10 @@ def environment(call: Call, *, inside: bool) -> dict[str, str]:
     }
     if call.path and call.mount is Mount.WORKDIR:
         env["BX_ROOT"] = call.path
+    if call.memory_mb is not None:
+        env["BX_MEMORY_MB"] = str(call.memory_mb)
+    if call.max_processes is not None:
+        env["BX_MAX_PROCESSES"] = str(call.max_processes)
     if call.mount is Mount.PROXY and call.proxy:
         env["BX_FETCH_PROXY"] = PROXY_INSIDE if inside else call.proxy
         if call.ca_file:
@@ -267,33 +272,20 @@ class Finished:
     ms: int
 
 
-@dataclass(frozen=True, slots=True)
-class Limits:
-    memory_mb: int
-    max_processes: int
-
-
-def _limit(limits: Limits) -> None:  # runs in the child between fork and exec
-    memory = limits.memory_mb * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    # The kernel never applies RLIMIT_NPROC to real root, not even inside bwrap's user
-    # namespace (tested; docs/sandbox.md): as root only the timeout bounds a fork bomb.
-    if os.getuid() != 0:
-        resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_processes, limits.max_processes))
-
-
 async def run(
     argv: Sequence[str],
     stdin: bytes,
     *,
     timeout_s: float,
-    limits: Limits,
     env: Mapping[str, str] | None = None,
     cwd: str | None = None,
     pass_fds: Sequence[int] = (),
 ) -> Finished:
-    """Run `argv` in a new session with `limits`; kill its whole group at `timeout_s`.
+    """Run `argv` in a new session; kill its whole group at `timeout_s`.
+
+    No `preexec_fn`: it would make every call fork brokerd whole instead of spawning (3 ms
+    of a read_file's 15; bench toolcall). The shell's rlimits are set by the toolkit on
+    the command it starts (`Call.memory_mb`, `Call.max_processes`).
 
     Killing bwrap kills the sandbox: `--die-with-parent` kills its init, and with it every
     process of its PID namespace, whatever session or group they moved to."""
@@ -304,7 +296,6 @@ async def run(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         start_new_session=True,
-        preexec_fn=lambda: _limit(limits),
         env=dict(env) if env is not None else {},
         cwd=cwd,
         pass_fds=tuple(pass_fds),

@@ -95,8 +95,13 @@ def _shell(
         return timeout_s
     from .shell import run_shell
 
+    limits = _limits(environ)
+    if isinstance(limits, Outcome):
+        return limits
     cwd = arguments["cwd"] if "cwd" in arguments else environ.get("BX_ROOT") or "/"
-    return run_shell(arguments["command"], cwd, timeout_s, reap_orphans=whole_process)
+    return run_shell(
+        arguments["command"], cwd, timeout_s, reap_orphans=whole_process, limits=limits
+    )
 
 
 def _http_fetch(
@@ -121,6 +126,20 @@ def _environ(environ: "Mapping[str, str] | None") -> "Mapping[str, str]":
     import os
 
     return os.environ
+
+
+def _limits(environ: "Mapping[str, str]") -> "tuple[int | None, int | None] | Outcome":
+    """BX_MEMORY_MB and BX_MAX_PROCESSES (positive integers; unset means no limit)."""
+    found: list[int | None] = []
+    for name in ("BX_MEMORY_MB", "BX_MAX_PROCESSES"):
+        text = environ.get(name)
+        if text is None:
+            found.append(None)
+        elif text.isascii() and text.isdigit() and int(text) > 0:
+            found.append(int(text))
+        else:
+            return Outcome.misuse(f"toolkit: {name} is not a positive integer: {quoted(text)}")
+    return found[0], found[1]
 
 
 def _timeout(environ: "Mapping[str, str]", default: float) -> "float | Outcome":

@@ -26,12 +26,20 @@ _POLL_S = 0.05  # how often to look whether the shell has ended while its output
 _PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
 
 
-def run_shell(command: str, cwd: str, timeout_s: float, *, reap_orphans: bool = False) -> Outcome:
+def run_shell(
+    command: str,
+    cwd: str,
+    timeout_s: float,
+    *,
+    reap_orphans: bool = False,
+    limits: tuple[int | None, int | None] = (None, None),
+) -> Outcome:
     """Run `command` in `cwd`; see the module docstring for what the model reads.
 
     `reap_orphans` (for the toolkit's own process only: it kills every child the caller has)
     makes this process a child subreaper, so that what the command started outside its group
-    (`setsid`, a double fork) is orphaned to it, then killed and reaped too.
+    (`setsid`, a double fork) is orphaned to it, then killed and reaped too. `limits` (memory
+    in MiB, processes) are set on the command before it starts, and no core is ever dumped.
     """
     why = _not_a_folder(cwd)
     if why is not None:
@@ -46,6 +54,7 @@ def run_shell(command: str, cwd: str, timeout_s: float, *, reap_orphans: bool = 
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=lambda: _limit(*limits),
         )
     except OSError as error:
         where = error.filename if isinstance(error.filename, str) else SHELL
@@ -129,6 +138,18 @@ def _decode(data: bytearray, final: bool) -> str:
 
 def _has_ended(pid: int) -> bool:
     return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+
+def _limit(memory_mb: int | None, processes: int | None) -> None:
+    """Runs in the child between fork and exec: the command's rlimits (SPEC §8.2)."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if memory_mb is not None:
+        size = memory_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (size, size))
+    if processes is not None:
+        resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:

@@ -469,12 +469,12 @@ def bare_sandbox(script: str) -> list[str]:
 
 @pytest.mark.skipif(os.getuid() != 0, reason="needs root to become another user")
 def test_max_processes_binds_a_sandbox_started_by_a_user_other_than_root() -> None:
-    limits = sandbox.Limits(memory_mb=256, max_processes=8)
+    from services.toolkit.shell import _limit  # what the toolkit sets on a shell command
 
     def become_nobody_then_limit() -> None:
         os.setgid(65534)
         os.setuid(65534)
-        sandbox._limit(limits)
+        _limit(256, 8)
 
     script = "i=0; while [ $i -lt 30 ]; do sleep 2 & i=$((i+1)); done; kill $(jobs -p)"
     ran = subprocess.run(
@@ -506,7 +506,6 @@ async def test_the_sandbox_wall_kills_everything_inside_even_without_the_toolkit
     marker = uuid.uuid4().hex
     argv = bare_sandbox("setsid sleep 100 & (sleep 100 &); sleep 100")
     argv[argv.index("--chdir") : argv.index("--chdir")] = ["--setenv", "BX_WALL", marker]
-    limits = sandbox.Limits(memory_mb=256, max_processes=64)
     seen: list[int] = []
     started = time.monotonic()
     async with anyio.create_task_group() as tasks:
@@ -519,7 +518,7 @@ async def test_the_sandbox_wall_kills_everything_inside_even_without_the_toolkit
             seen.append(len(await anyio.to_thread.run_sync(lambda: wait_for(four, 1.5))))
 
         tasks.start_soon(watch)
-        finished = await sandbox.run(argv, b"", timeout_s=1.0, limits=limits)
+        finished = await sandbox.run(argv, b"", timeout_s=1.0)
     assert finished.exit is None  # killed at the timeout
     assert time.monotonic() - started < 4
     assert seen and seen[0] >= 4  # sh and its three sleeps were running
