@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -207,10 +207,22 @@ class Terminal:
     """A process on a pseudo-terminal: what it prints is read from the master side, and
     what the test types goes in there, through the line discipline as a person's would."""
 
-    def __init__(self, argv: Sequence[str]) -> None:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> None:
         self.master, slave = os.openpty()
         self.process = subprocess.Popen(
-            list(argv), stdin=slave, stdout=slave, stderr=slave, start_new_session=True
+            list(argv),
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            start_new_session=True,
+            env=env,
+            cwd=cwd,
         )
         os.close(slave)
         self.screen = Reader(self.master, self.process)
