@@ -16,7 +16,7 @@ import zmq
 
 from bench import floors
 from bench.box import connect, daemon, fresh_home, remove, request
-from bench.stats import save, show, summary, timed, verdict
+from bench.stats import interleaved, save, show, summary, timed, verdict
 from bxcore import wire
 from bxcore.messages import Denied, Done, ToolRequest, ToolResponse
 
@@ -101,8 +101,6 @@ def toolcall(repeat: int = 200) -> None:
     print("toolcall: an allowed read_file end to end")
     folder = floors.scratch()
     try:
-        bwrap = summary(floors.bwrap_true(repeat))
-        python = summary(floors.python_bare(repeat))
         home = fresh_home(folder)
         target = home.workspace / "note.md"
         target.write_text("a short note\n")
@@ -114,10 +112,14 @@ def toolcall(repeat: int = 200) -> None:
                 assert isinstance(answer, ToolResponse) and isinstance(answer.outcome, Done)
                 assert answer.outcome.output == "a short note\n", answer
 
-            ours = summary(timed(read, repeat, warmup=10))
+            samples = interleaved(
+                {"bwrap": floors.bwrap_true, "python": floors.python_bare, "ours": read},
+                repeat,
+            )
             dealer.close(linger=0)
     finally:
         remove(folder)
+    bwrap, python, ours = (summary(samples[k]) for k in ("bwrap", "python", "ours"))
     show("bare bwrap … /bin/true", bwrap)
     show("bare python -I -S -c pass", python)
     show("brokerd allowed read_file", ours)

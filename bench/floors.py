@@ -8,7 +8,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from pathlib import Path
 
 import zmq
@@ -72,26 +71,21 @@ def append_fsync(folder: Path, repeat: int) -> list[float]:
         os.close(fd)
 
 
-def bwrap_true(repeat: int) -> list[float]:
-    """`bwrap --unshare-all … /bin/true`: a fresh sandbox and nothing in it."""
+def bwrap_true() -> None:
+    """`bwrap --unshare-all … /bin/true`, once: a fresh sandbox and nothing in it."""
     bwrap = shutil.which("bwrap")
     assert bwrap, "bwrap is not installed"
     argv = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
             "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink",
             "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--proc", "/proc",
             "--dev", "/dev", "--tmpfs", "/tmp", "/bin/true"]  # fmt: skip
-    return timed(lambda: subprocess.run(argv, check=True), repeat, warmup=5)
+    subprocess.run(argv, check=True)
 
 
-def python_bare(repeat: int) -> list[float]:
-    """`python -I -S -c pass` with this environment's interpreter."""
-    argv = [sys.executable, "-I", "-S", "-c", "pass"]
-    return timed(lambda: subprocess.run(argv, check=True), repeat, warmup=5)
+def python_bare() -> None:
+    """`python -I -S -c pass`, once, with this environment's interpreter."""
+    subprocess.run([sys.executable, "-I", "-S", "-c", "pass"], check=True)
 
 
 def scratch() -> Path:
     return Path(tempfile.mkdtemp(prefix="bxb-", dir="/tmp"))
-
-
-def now() -> float:
-    return time.perf_counter()

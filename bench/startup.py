@@ -16,7 +16,7 @@ import psutil
 
 from bench import floors
 from bench.box import fresh_home, remove
-from bench.stats import save, show, summary, verdict
+from bench.stats import save, show, summary, timed, verdict
 from bxcore.home import SERVICES
 
 
@@ -57,7 +57,7 @@ def startup(repeat: int = 5) -> None:
         finally:
             _bxctl(str(folder / "home"), "down")
             remove(folder)
-    python = summary(floors.python_bare(20))
+    python = summary(timed(floors.python_bare, 20, warmup=5))
     up = summary(samples)
     show("four bare python -c pass (one a service)", {k: v * 4 if k != "n" else v
                                                       for k, v in python.items()})  # fmt: skip

@@ -36,6 +36,21 @@ def timed(action: Callable[[], object], repeat: int, warmup: int = 20) -> list[f
     return samples
 
 
+def interleaved(
+    actions: dict[str, Callable[[], object]], repeat: int, warmup: int = 10
+) -> dict[str, list[float]]:
+    """Each action timed once a round, round after round: the machine's drift during a run
+    (other loads, frequency) then weighs on the floor and on our figure alike."""
+    samples: dict[str, list[float]] = {name: [] for name in actions}
+    for round_ in range(warmup + repeat):
+        for name, action in actions.items():
+            started = time.perf_counter()
+            action()
+            if round_ >= warmup:
+                samples[name].append(time.perf_counter() - started)
+    return samples
+
+
 def show(name: str, figure: dict[str, float]) -> None:
     print(f"  {name:<44} median {figure['median_ms']:9.3f} ms   p99 {figure['p99_ms']:9.3f} ms")
 
