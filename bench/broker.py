@@ -16,7 +16,7 @@ import zmq
 
 from bench import floors
 from bench.box import connect, daemon, fresh_home, remove, request
-from bench.stats import interleaved, save, show, summary, timed, verdict
+from bench.stats import interleaved, save, show, summary, verdict
 from bxcore import wire
 from bxcore.messages import Denied, Done, ToolRequest, ToolResponse
 
@@ -32,19 +32,24 @@ def decision(repeat: int = 2000, seconds: float = 3.0) -> None:
     print("decision: a denied call's round trip, and decisions/s with 16 clients")
     folder = floors.scratch()
     try:
-        zmq_rt = summary(floors.zmq_round_trip(folder, repeat))
-        fsync = summary(floors.append_fsync(folder, repeat))
         home = fresh_home(folder)
-        with daemon("brokerd", home, "broker"):
+        with (
+            daemon("brokerd", home, "broker"),
+            floors.zmq_round_trip(folder) as zmq_once,
+            floors.append_fsync(folder) as fsync_once,
+        ):
             dealer = connect(home, "broker")
 
             def denied() -> None:
                 answer = request(dealer, _call("read_file", {"path": "/etc/hostname"}))
                 assert isinstance(answer, ToolResponse) and isinstance(answer.outcome, Denied)
 
-            ours = summary(timed(denied, repeat, warmup=100))
+            samples = interleaved(
+                {"zmq": zmq_once, "fsync": fsync_once, "ours": denied}, repeat, warmup=100
+            )
             dealer.close(linger=0)
             rate = _concurrent(home, clients=16, seconds=seconds)
+        zmq_rt, fsync, ours = (summary(samples[k]) for k in ("zmq", "fsync", "ours"))
     finally:
         remove(folder)
     show("bare ZeroMQ round trip (zmq.asyncio, ipc)", zmq_rt)

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import textwrap
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import zmq
-
-from bench.stats import timed
 
 ECHO_SERVER = textwrap.dedent(
     """
@@ -30,16 +30,17 @@ ECHO_SERVER = textwrap.dedent(
 )
 
 
-def zmq_round_trip(folder: Path, repeat: int) -> list[float]:
-    """A DEALER's round trip to a bare zmq.asyncio ROUTER echo in another process, over ipc."""
+@contextlib.contextmanager
+def zmq_round_trip(folder: Path) -> Iterator[Callable[[], None]]:
+    """One DEALER round trip to a bare zmq.asyncio ROUTER echo in another process, over ipc."""
     endpoint = f"ipc://{folder}/echo.sock"
     server = subprocess.Popen(
         [sys.executable, "-c", ECHO_SERVER, endpoint], stdout=subprocess.PIPE, text=True
     )
+    ctx = zmq.Context()
+    dealer = ctx.socket(zmq.DEALER)
     try:
         assert server.stdout is not None and server.stdout.readline().strip() == "ready"
-        ctx = zmq.Context()
-        dealer = ctx.socket(zmq.DEALER)
         dealer.connect(endpoint)
         payload = b'{"type":"tool_request","id":"r1","session":"chat-1","call":"c","tool":"x"}'
 
@@ -47,16 +48,16 @@ def zmq_round_trip(folder: Path, repeat: int) -> list[float]:
             dealer.send(payload)
             dealer.recv()
 
-        samples = timed(once, repeat, warmup=200)
+        yield once
+    finally:
         dealer.close(linger=0)
         ctx.term()
-        return samples
-    finally:
         server.kill()
         server.wait()
 
 
-def append_fsync(folder: Path, repeat: int) -> list[float]:
+@contextlib.contextmanager
+def append_fsync(folder: Path) -> Iterator[Callable[[], None]]:
     """One ~300-byte line appended to a file and fsynced, on the home's file system."""
     line = b'{"seq":1,"kind":"decision","arguments":"' + b"x" * 240 + b'"}\n'
     fd = os.open(folder / "floor.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -66,7 +67,7 @@ def append_fsync(folder: Path, repeat: int) -> list[float]:
         os.fsync(fd)
 
     try:
-        return timed(once, repeat)
+        yield once
     finally:
         os.close(fd)
 

@@ -18,7 +18,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import zmq
@@ -29,6 +29,7 @@ from bxcore.messages import Error, ErrorCode, Ping, Pong
 
 Handler = Callable[[Any], Awaitable[Any]]
 
+IN = int(zmq.POLLIN)
 HWM = 10_000
 MAX_IN_FLIGHT = 1024
 RECONNECT_MS = (10, 1000)  # a peer that is starting is found within 10 ms, backing off to 1 s
@@ -103,11 +104,9 @@ class Router:
             return
         self._draining = True
         try:
-            while self._in_flight < MAX_IN_FLIGHT:
-                try:
-                    frames = self._socket.recv_multipart(zmq.NOBLOCK)
-                except zmq.Again:
-                    return
+            # ZMQ_EVENTS both says whether a request waits and re-arms the edge of ZMQ_FD.
+            while self._in_flight < MAX_IN_FLIGHT and self._waiting():
+                frames = self._socket.recv_multipart(zmq.NOBLOCK)
                 self._in_flight += 1
                 assert self._loop is not None
                 task = self._loop.create_task(self._answer(frames))
@@ -116,6 +115,10 @@ class Router:
         finally:
             self._draining = False
 
+    def _waiting(self) -> bool:
+        events = cast(int, self._socket.getsockopt(zmq.EVENTS))
+        return bool(events & IN)
+
     async def _answer(self, frames: list[bytes]) -> None:
         try:
             reply = await self._reply(frames)
@@ -123,8 +126,7 @@ class Router:
                 self._send(frames[0], wire.encode(reply))
         finally:
             self._in_flight -= 1
-            if self._loop is not None:
-                self._loop.call_soon(self._drain)  # the send may have taken the read edge
+            self._drain()  # the send may have taken the read edge: look now
 
     async def _reply(self, frames: list[bytes]) -> Any:
         if len(frames) != 2:
