@@ -6,6 +6,7 @@ The pure cores never read the clock; the shells read it here and pass it in.
 from __future__ import annotations
 
 import datetime
+import functools
 import time
 
 
@@ -17,8 +18,13 @@ def now_ms() -> int:
 def rfc3339(epoch_ms: int) -> str:
     """`epoch_ms` as UTC RFC 3339 with milliseconds."""
     seconds, millis = divmod(epoch_ms, 1000)
-    moment = datetime.datetime.fromtimestamp(seconds, datetime.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{millis:03d}Z"
+    return f"{_second(seconds)}.{millis:03d}Z"
+
+
+@functools.lru_cache(maxsize=4)
+def _second(seconds: int) -> str:
+    """The part down to the second; the ledger writes many records a second."""
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def parse_rfc3339(text: str) -> int:
