@@ -316,13 +316,17 @@ class Supervisor:
         except curve.KeyFileError as error:
             service.log.note(f"cannot probe {spec.name}: {error}")
             secure, deadline = None, self._clock()
-        client = Client(self._zmq, endpoint, name=spec.name, timeout=0.25, tries=1, secure=secure)
+        client = Client(self._zmq, endpoint, name=spec.name, tries=1, secure=secure)
         try:
             tries = 0
             while self._clock() < deadline:
                 tries += 1
+                # Short tries at first: each failed one reconnects afresh, where one long try
+                # would wait out ZeroMQ's growing reconnect interval (bench startup); longer
+                # later, for a machine too slow to answer in 50 ms.
+                wait = min(0.05 * 2 ** (tries // 10), 1.0)
                 with contextlib.suppress(Unreachable, ProtocolError):
-                    pong = await client.request(Ping(f"ready-{generation}-{tries}"))
+                    pong = await client.request(Ping(f"ready-{generation}-{tries}"), timeout=wait)
                     if isinstance(pong, Pong) and pong.pid == process.pid:
                         if service.generation == generation and process.returncode is None:
                             self.apply(service, Event.READY)
