@@ -2,7 +2,8 @@
 
 Each top-level message has `TYPE`, its `"type"` on the wire; a variant of a union has `TAG`.
 Fields are declared in wire order. The annotations are the whole contract: `bxcore.schema`
-reads them to decode strictly and encode canonically. Pure: no I/O.
+reads them to decode strictly and encode canonically. Pure: no I/O. The whole vocabulary
+stays in one module, grouped by socket, so that `bxcore.wire` knows every type from one place.
 """
 
 from __future__ import annotations

@@ -38,7 +38,8 @@ from services.brokerd import policy, records
 from services.brokerd.approvals import AlreadySettled, Approval, Approvals, Move, UnknownApproval
 from services.brokerd.broker import AUDIT_UNAVAILABLE, Broker
 from services.brokerd.calls import replay
-from services.brokerd.ledger import CallRecords, LedgerUnavailable
+from services.brokerd.index import CallRecords
+from services.brokerd.ledger import LedgerUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -19,11 +19,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO
 
+from services.brokerd.chain import ChainCheck, ChainReport
+from services.brokerd.index import INDEXED, CallRecords, Index
 from services.brokerd.records import (
     GENESIS,
     MAX_LINE_BYTES,
-    ChainCheck,
-    ChainReport,
     Entry,
     Head,
     Record,
@@ -33,7 +33,6 @@ from services.brokerd.records import (
     recovered,
 )
 
-_INDEXED = frozenset({"decision", "verdict", "executed"})
 _BLOCK = 64 * 1024
 
 
@@ -46,56 +45,6 @@ class LedgerState(enum.StrEnum):
     FAILED = "failed"  # a write or fsync failed (or the file could not be opened): reopen()
     BROKEN = "broken"  # the chain is damaged before its last line: only the owner can mend it
     CLOSED = "closed"
-
-
-@dataclass(frozen=True, slots=True)
-class CallRecords:
-    """One call's records (I8), as parsed dicts: its decision, verdict and execution."""
-
-    decision: Record
-    verdict: Record | None = None
-    executed: Record | None = None
-
-
-class _Index:
-    """(session, call) → that call's records; approval id → (session, call). The first record
-    of each sort wins (a call is decided, settled and run once). Only a `pending` decision
-    names an approval; a verdict reaches its call through it; a record with no call is
-    skipped."""
-
-    def __init__(self) -> None:
-        self.calls: dict[tuple[str, str], CallRecords] = {}
-        self.approvals: dict[str, tuple[str, str]] = {}
-
-    def add(self, record: Record) -> None:
-        kind = record["kind"]
-        if kind == "decision":
-            key = (str(record["session"]), str(record["call"]))
-            if key in self.calls:
-                return
-            self.calls[key] = CallRecords(record)
-            approval = record.get("approval")
-            if record["outcome"] == "pending" and isinstance(approval, str):
-                self.approvals.setdefault(approval, key)
-        elif kind == "verdict":
-            found = self.approvals.get(str(record["approval"]))
-            if found is not None and self.calls[found].verdict is None:
-                self.calls[found] = replace(self.calls[found], verdict=record)
-        elif kind == "executed":
-            key = (str(record["session"]), str(record["call"]))
-            held = self.calls.get(key)
-            if held is not None and held.executed is None:
-                self.calls[key] = replace(held, executed=record)
-
-    def session_of(self, record: Record) -> tuple[str, ...]:
-        """The sessions a record belongs to (for `tail --session`)."""
-        kind = record.get("kind")
-        if kind == "absorbed":
-            return (str(record.get("parent")), str(record.get("child")))
-        if kind == "verdict":
-            found = self.approvals.get(str(record.get("approval")))
-            return () if found is None else (found[0],)
-        return (str(record["session"]),) if "session" in record else ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,7 +164,7 @@ class Ledger:
         self._head = Head(0, GENESIS)
         self._size = 0  # bytes confirmed (written and fsynced, or read and verified)
         self._verified = False  # head and size match the file: a reopen may cut after them
-        self._index = _Index()
+        self._index = Index()
 
     @classmethod
     def open(
@@ -289,7 +238,7 @@ class Ledger:
         confirmed = self._head if self._verified else None
         try:
             self._fd = self._open_file()
-            index = _Index()
+            index = Index()
             with open(self.path, "rb") as f:
                 scan = _scan(f, index.add, confirmed=confirmed)
         except OSError as e:
@@ -374,7 +323,7 @@ class Ledger:
         self._commit(self._fd, data)
         self._head, self._size = heads[-1], self._size + len(data)
         for record in built:
-            if record["kind"] in _INDEXED:  # as a reader would parse it back
+            if record["kind"] in INDEXED:  # as a reader would parse it back
                 self._index.add(record)
         return heads
 

@@ -54,8 +54,9 @@ from bxcore.labels import SESSION_DEFAULT
 from bxcore.messages import Denied, Done, Failed, Outcome, ToolRequest, ToolResponse
 from services.brokerd import records
 from services.brokerd.calls import ALREADY_RAN, UNKNOWN
+from services.brokerd.chain import ChainReport
 from services.brokerd.ledger import verify
-from services.brokerd.records import ChainReport, Head
+from services.brokerd.records import Head
 from tests.support.brokerd import write_grant
 from tests.support.daemons import Daemon, init_home, start
 

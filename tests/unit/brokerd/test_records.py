@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from bxcore.labels import DataClass, Label
 from services.brokerd import records as r
-from services.brokerd.records import GENESIS, Head, build, check_chain, line_hash
+from services.brokerd.chain import ChainReport, check_chain
+from services.brokerd.records import GENESIS, Head, build, line_hash
 
 AT = "2026-11-30T02:34:30.123Z"
 PRIVATE = Label(DataClass.PRIVATE, False)
@@ -186,8 +187,8 @@ def five() -> list[bytes]:
 
 def test_an_intact_chain_is_ok_with_its_head() -> None:
     lines = five()
-    assert check_chain(lines) == r.ChainReport(5, Head(5, line_hash(lines[-1])))
-    assert check_chain([]) == r.ChainReport(0, Head(0, GENESIS))
+    assert check_chain(lines) == ChainReport(5, Head(5, line_hash(lines[-1])))
+    assert check_chain([]) == ChainReport(0, Head(0, GENESIS))
 
 
 def test_a_changed_value_is_found_at_the_next_line_by_its_prev() -> None:
@@ -329,7 +330,7 @@ entries = st.one_of(
 @given(st.lists(entries, min_size=1, max_size=8), st.integers(0, 2**42))
 def test_any_built_chain_checks_ok(items: list[r.Entry], ms: int) -> None:
     lines = chain(items, at=r.format_at(ms))
-    assert check_chain(lines) == r.ChainReport(len(lines), Head(len(lines), line_hash(lines[-1])))
+    assert check_chain(lines) == ChainReport(len(lines), Head(len(lines), line_hash(lines[-1])))
 
 
 @settings(max_examples=150, deadline=None)
