@@ -8,10 +8,11 @@ a smaller seq than the one kept is refused and said so.
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from bxcore.atomic import write_atomically
 
 _HASH = re.compile(r"[0-9a-f]{64}")
 
@@ -54,15 +55,5 @@ def keep(path: Path, seen: Seen) -> bool:
     if old == seen:
         return True
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(temporary, "w", encoding="ascii") as file:
-        json.dump({"seq": seen.seq, "hash": seen.hash}, file)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(temporary, path)
-    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(folder)
-    finally:
-        os.close(folder)
+    write_atomically(path, json.dumps({"seq": seen.seq, "hash": seen.hash}).encode())
     return True

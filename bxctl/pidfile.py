@@ -20,6 +20,7 @@ from typing import Any
 import psutil  # type: ignore[import-untyped, unused-ignore]  # no stubs installed
 
 from bxcore import runlock
+from bxcore.atomic import write_atomically
 from bxcore.home import Home
 
 #: create_time is computed from clock ticks (1/100 s) since boot: the same process always
@@ -105,14 +106,8 @@ def _proc(data: Any) -> Proc:
 
 def write(path: Path, record: BoxRecord) -> None:
     """Replace `path` with `record`, whole: a reader sees the old file or the new one."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}")
     data = json.dumps(record.json(), sort_keys=True).encode() + b"\n"
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-    os.replace(temporary, path)
+    write_atomically(path, data, durable=False)  # a pid file need not survive a crash
 
 
 def running(path: Path) -> BoxRecord | None:

@@ -9,10 +9,10 @@ inherits its parent's label the first time it is read.
 from __future__ import annotations
 
 import json
-import os
 from collections import OrderedDict
 from pathlib import Path
 
+from bxcore.atomic import write_atomically
 from bxcore.ids import valid_session
 from bxcore.labels import SESSION_DEFAULT, DataClass, Label
 
@@ -96,7 +96,7 @@ class StateStore:
         self._cache.pop(session, None)  # if the write fails, what is on disk is unknown
         try:
             self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-            _write_atomically(path, encode_label(joined))
+            write_atomically(path, encode_label(joined))
         except OSError as error:
             raise StateError(f"cannot write {path}: {error.strerror}") from None
         self._remember(session, joined)
@@ -129,22 +129,6 @@ class StateStore:
             return decode_label(data)
         except (ValueError, RecursionError) as error:
             raise StateError(f"{path} is damaged: {_first_line(error)}") from None
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(temporary, path)
-    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(folder)
-    finally:
-        os.close(folder)
 
 
 def _first_line(error: BaseException) -> str:
