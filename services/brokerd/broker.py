@@ -34,7 +34,7 @@ from services.brokerd import policy, records
 from services.brokerd.calls import Calls, Key, replay
 from services.brokerd.commit import Committer
 from services.brokerd.courier import Courier
-from services.brokerd.grants import GrantsFolder
+from services.brokerd.grants import Grant, GrantsFolder
 from services.brokerd.ledger import Ledger, LedgerUnavailable
 from services.brokerd.state import StateError, StateStore
 
@@ -57,6 +57,28 @@ def fit_output(output: str) -> str:
     while len(json.dumps(cut, ensure_ascii=False).encode("utf-8", "replace")) > MAX_OUTPUT_JSON:
         cut = cut[: len(cut) // 2]
     return cut + note
+
+
+def decision_entry(
+    request: ToolRequest,
+    arguments: str,
+    label: Label,
+    outcome: records.DecisionOutcome,
+    grant: Grant | None,
+    **more: str | None,
+) -> records.Entry:
+    """The `decision` record of `request` (`more`: its reason, approval, why)."""
+    return records.decision(
+        session=request.session,
+        call=request.call,
+        tool=request.tool,
+        arguments=arguments,
+        label=label,
+        outcome=outcome,
+        grant=grant.id if grant else None,
+        grant_sha256=grant.sha256 if grant else None,
+        **more,
+    )
 
 
 class AskDesk(Protocol):
@@ -168,16 +190,8 @@ class Broker:
         canonical = decision.args.canonical_json() if decision.args is not None else None
         arguments = records.ledger_arguments(request.arguments, canonical)
         if isinstance(decision, policy.Denied):
-            entry = records.decision(
-                session=request.session,
-                call=request.call,
-                tool=request.tool,
-                arguments=arguments,
-                label=label,
-                outcome="denied",
-                reason=decision.reason.value,
-                grant=decision.grant.id if decision.grant else None,
-                grant_sha256=decision.grant.sha256 if decision.grant else None,
+            entry = decision_entry(
+                request, arguments, label, "denied", decision.grant, reason=decision.reason.value
             )
             if not await self.durable(entry):
                 return AUDIT_UNAVAILABLE
@@ -185,16 +199,7 @@ class Broker:
         if isinstance(decision, policy.Ask):
             assert self.desk is not None
             return await self.desk.ask(request, label, decision, arguments)
-        entry = records.decision(
-            session=request.session,
-            call=request.call,
-            tool=request.tool,
-            arguments=arguments,
-            label=label,
-            outcome="allowed",
-            grant=decision.winner.id,
-            grant_sha256=decision.winner.sha256,
-        )
+        entry = decision_entry(request, arguments, label, "allowed", decision.winner)
         if not await self.durable(entry):
             return AUDIT_UNAVAILABLE
         return await self.run(key, decision)

@@ -36,7 +36,7 @@ from bxcore.messages import (
 )
 from services.brokerd import policy, records
 from services.brokerd.approvals import AlreadySettled, Approval, Approvals, Move, UnknownApproval
-from services.brokerd.broker import AUDIT_UNAVAILABLE, Broker
+from services.brokerd.broker import AUDIT_UNAVAILABLE, Broker, decision_entry
 from services.brokerd.calls import replay
 from services.brokerd.index import CallRecords
 from services.brokerd.ledger import LedgerUnavailable
@@ -79,18 +79,9 @@ class Desk:
         covering = self.approvals.covering(request.session, winner.id, winner.sha256, ask.why)
         outcome: records.DecisionOutcome = "allowed" if covering is not None else "pending"
         approval_id = covering or self.approvals.fresh_id()
-        entry = records.decision(
-            session=request.session,
-            call=request.call,
-            tool=request.tool,
-            arguments=arguments,
-            label=label,
-            outcome=outcome,
-            grant=winner.id,
-            grant_sha256=winner.sha256,
-            approval=approval_id,
-            why=None if covering else ask.why.value,
-        )
+        why = None if covering else ask.why.value
+        entry = decision_entry(request, arguments, label, outcome, winner,
+                               approval=approval_id, why=why)  # fmt: skip
         if not await self.broker.durable(entry):
             return AUDIT_UNAVAILABLE
         if covering is not None:  # a session-scoped approval covers it (§9.2)
