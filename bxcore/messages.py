@@ -32,10 +32,19 @@ ApprovalId = Annotated[
     str, Text(8, 8, lambda s: _APPROVAL.fullmatch(s) is not None, "an approval id")
 ]
 Sha256 = Annotated[str, Text(64, 64, lambda s: _HASH.fullmatch(s) is not None, "a hex SHA-256")]
-Short = Annotated[str, Text(0, 4096, what="a string")]
+MAX_SHORT = 4096
+Short = Annotated[str, Text(0, MAX_SHORT, what="a string")]
 Count = Annotated[int, Int(0, 2**53)]
 
 MAX_WAIT_MS = 30_000
+
+
+def short(text: str) -> str:
+    """`text` cut to what a `Short` field holds: 4096 bytes of UTF-8, on a character's edge."""
+    if len(text) <= MAX_SHORT // 4:  # no character is more than 4 bytes
+        return text
+    data = text.encode("utf-8", "replace")
+    return text if len(data) <= MAX_SHORT else data[: MAX_SHORT - 3].decode("utf-8", "ignore") + "…"
 
 
 class ErrorCode(enum.StrEnum):

@@ -34,6 +34,7 @@ from bxcore.messages import (
     ToolRequest,
     Verdict,
     VerdictRequest,
+    short,
 )
 from bxcore.wire import MAX_MESSAGE, encode
 from services.brokerd import policy
@@ -49,7 +50,7 @@ MAX_RECORDS_BYTES = MAX_MESSAGE - 64 * 1024
 
 def grant_info(grant: Grant | InvalidGrant) -> GrantInfo:
     if isinstance(grant, InvalidGrant):
-        return GrantInfo(grant.id[:4096], grant.sha256, False, grant.problem[:4096])
+        return GrantInfo(short(grant.id), grant.sha256, False, short(grant.problem))
     return GrantInfo(
         grant.id,
         grant.sha256,
@@ -61,7 +62,7 @@ def grant_info(grant: Grant | InvalidGrant) -> GrantInfo:
         grant.host,
         grant.class_.value,
         grant.untrusted,
-        grant.note[:4096] or None,
+        short(grant.note) or None,
     )
 
 
@@ -143,7 +144,7 @@ class Admin:
             report.records,
             report.head.seq,
             report.head.hash,
-            None if report.why is None else report.why[:4096],
+            None if report.why is None else short(report.why),
         )
 
     def explain(self, message: Explain) -> Any:
@@ -161,7 +162,7 @@ class Admin:
             names = ", ".join(g.id for g in grants.invalid)
             trace.append(f"invalid grants, never matching: {names}")
         decision = policy.decide(label, message.tool, message.arguments, grants.valid, trace)
-        steps = tuple(step[:4096] for step in trace)
+        steps = tuple(short(step) for step in trace)
         if isinstance(decision, policy.Denied):
             winner = decision.grant.id if decision.grant else None
             return Explanation(message.id, Verdict.DENIED, label, steps, decision.reason, winner)

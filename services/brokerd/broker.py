@@ -29,6 +29,7 @@ from bxcore.messages import (
     StateQuery,
     ToolRequest,
     ToolResponse,
+    short,
 )
 from services.brokerd import policy, records
 from services.brokerd.calls import Calls, Key, replay
@@ -220,7 +221,7 @@ class Broker:
                 session=session, call=call, ok=False, exit_code=result.exit, ms=result.ms
             )
             await self.durable(entry)
-            return Failed(result.error)
+            return Failed(short(result.error))  # it may quote a long path
         label = allowed.label or result.label or CLEAN
         output = fit_output(result.output)
         data = output.encode("utf-8", "replace")

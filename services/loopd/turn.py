@@ -40,6 +40,7 @@ from bxcore.messages import (
     TurnEnd,
     TurnError,
     TurnEvent,
+    short,
 )
 from bxcore.tools import BROKERED, SPAWN
 from services.loopd.history import (
@@ -117,7 +118,7 @@ class Turns:
                 try:
                     reply = await self.model.complete(system, session.transcript(turn), tools)
                 except ModelError as error:
-                    self.emit(session, turn, TurnError(str(error)[:4000]))
+                    self.emit(session, turn, TurnError(short(str(error))))
                     self.emit(session, turn, TurnEnd(EndReason.ERROR))
                     return ""
                 calls = tuple(
@@ -133,7 +134,7 @@ class Turns:
                 for call in calls:
                     await self._call(session, turn, call, depth)
         except BrokerGone as gone:
-            self.emit(session, turn, TurnError(str(gone)[:4000]))
+            self.emit(session, turn, TurnError(short(str(gone))))
             self.emit(session, turn, TurnEnd(EndReason.ERROR))
             return ""
 
@@ -164,7 +165,7 @@ class Turns:
         elif isinstance(outcome, Denied):  # the reason only, never the detail (§3.5)
             self.emit(session, turn, ToolDenied(tool, outcome.reason))
         elif isinstance(outcome, Failed):
-            self.emit(session, turn, TurnError(f"{tool}: {outcome.message}"[:4000]))
+            self.emit(session, turn, TurnError(short(f"{tool}: {outcome.message}")))
 
     async def _broker_call(self, session: SessionLog, turn: int, call: Call) -> Outcome:
         request = ToolRequest(_rid(), session.session, call.id, call.name, call.arguments)

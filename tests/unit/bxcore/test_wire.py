@@ -274,3 +274,14 @@ def test_any_mutation_of_a_fixture_is_refused_or_decodes_to_a_canonical_message(
     except wire.DecodeError:
         return
     assert wire.decode(wire.encode(message)) == message
+
+
+@pytest.mark.parametrize("text", ["", "short", "é" * 3000, "x" * 5000, "😀" * 1100])
+def test_short_cuts_any_text_to_what_a_short_field_holds(text: str) -> None:
+    from bxcore.messages import MAX_SHORT, Error, ErrorCode, short
+
+    cut = short(text)
+    assert len(cut.encode()) <= MAX_SHORT
+    assert cut == text or text.startswith(cut[:-1])
+    frame = wire.encode(Error("r1", ErrorCode.INTERNAL, cut))
+    assert wire.decode(frame).message == cut
