@@ -29,3 +29,14 @@ def byte_length_between(text: str, low: int, high: int) -> bool:
     except UnicodeEncodeError:
         return False
     return low <= size <= high
+
+
+def parent_of_sub(session: str) -> str | None:
+    """The parent of a sub-agent's id `sub-<parent>-<n>` (§6.3, §10.5), or None for any
+    other id: the right piece must be ASCII digits and the left a valid session id."""
+    if not session.startswith("sub-"):
+        return None
+    parent, dash, n = session[len("sub-") :].rpartition("-")
+    if not dash or not n or not (n.isascii() and n.isdigit()):
+        return None
+    return parent if valid_session(parent) else None

@@ -13,7 +13,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 from bxcore.atomic import write_atomically
-from bxcore.ids import valid_session
+from bxcore.ids import parent_of_sub, valid_session
 from bxcore.labels import SESSION_DEFAULT, DataClass, Label
 
 MAX_STATE_BYTES = 4096
@@ -22,16 +22,6 @@ CACHED = 4096  # sessions whose label is kept in memory
 
 class StateError(Exception):
     """A state file cannot be read or written; the text names it and why."""
-
-
-def parent_of_sub(session: str) -> str | None:
-    """The parent of a `sub-<parent>-<n>` id, or None for any other id (§6.3)."""
-    if not session.startswith("sub-"):
-        return None
-    parent, dash, n = session[len("sub-") :].rpartition("-")
-    if not dash or not n or not (n.isascii() and n.isdigit()):
-        return None
-    return parent if valid_session(parent) else None
 
 
 def encode_label(label: Label) -> bytes:

@@ -20,6 +20,7 @@ from anyio.abc import TaskGroup
 
 from bxcore import wire
 from bxcore.client import Client, ProtocolError, Unreachable
+from bxcore.ids import parent_of_sub
 from bxcore.messages import (
     Accepted,
     ApprovalInfo,
@@ -39,6 +40,7 @@ from bxcore.messages import (
     ToolPending,
     TurnEvent,
     VerdictRequest,
+    short,
 )
 from bxcore.wire import MAX_MESSAGE
 from services.gatewayd.heads import HeadKeeper
@@ -52,7 +54,6 @@ EVENTS_BUDGET = MAX_MESSAGE // 4
 PENDING_BUDGET = MAX_MESSAGE // 4
 SETTLED_KEPT = 4096
 ANSWERS_KEPT = 1024
-MAX_SHORT = 4096
 
 
 class Unavailable(Exception):
@@ -124,18 +125,18 @@ class Gateway:
         try:
             answer = await self._loop.request(upstream, timeout=10.0, tries=1)
         except (Unreachable, ProtocolError) as error:
-            return Error(message.id, ErrorCode.UNAVAILABLE, _short(f"loopd: {error}"))
+            return Error(message.id, ErrorCode.UNAVAILABLE, short(f"loopd: {error}"))
         if isinstance(answer, Accepted | Error):
             return replace(answer, id=message.id)
         return Error(message.id, ErrorCode.INTERNAL, f"loopd answered {type(answer).__name__}")
 
     async def _verdict(self, message: VerdictRequest) -> Any:
-        by = _short(f"{message.by} via gatewayd")
+        by = short(f"{message.by} via gatewayd")
         upstream = replace(message, id=_rid(), by=by)
         try:
             answer = await self._admin.request(upstream, timeout=15.0, tries=1)
         except (Unreachable, ProtocolError) as error:
-            return Error(message.id, ErrorCode.UNAVAILABLE, _short(f"brokerd: {error}"))
+            return Error(message.id, ErrorCode.UNAVAILABLE, short(f"brokerd: {error}"))
         if isinstance(answer, Settled):
             self._settle(message.approval)
             return replace(answer, id=message.id)
@@ -149,7 +150,7 @@ class Gateway:
         try:
             answer = await self._fetch_pending()
         except Unavailable as error:
-            return Error(message.id, ErrorCode.UNAVAILABLE, _short(str(error)))
+            return Error(message.id, ErrorCode.UNAVAILABLE, short(str(error)))
         return replace(answer, id=message.id)
 
     # --- events ------------------------------------------------------------------------------
@@ -165,7 +166,7 @@ class Gateway:
             try:
                 events, more = await self._read(query.session, query.after, recheck)
             except Unavailable as error:
-                return Error(query.id, ErrorCode.UNAVAILABLE, _short(str(error)))
+                return Error(query.id, ErrorCode.UNAVAILABLE, short(str(error)))
             left = deadline - anyio.current_time()
             if events or more or left <= 0 or self._pending_ids(query.session) != before:
                 return await self._answer(query, events, more)
@@ -338,16 +339,11 @@ class Gateway:
 def descends(session: str, ancestor: str) -> bool:
     """True when `session` is `ancestor` or one of its sub-agents, `sub-<parent>-<n>` (§10.5)."""
     while session != ancestor:
-        parent, dash, n = session[4:].rpartition("-")
-        if not session.startswith("sub-") or not dash or not (n.isdigit() and n.isascii()):
+        parent = parent_of_sub(session)
+        if parent is None:
             return False
         session = parent
     return True
-
-
-def _short(text: str) -> str:
-    """`text` cut to what a short wire string holds (4096 bytes of UTF-8)."""
-    return text.encode("utf-8")[:MAX_SHORT].decode("utf-8", "ignore")
 
 
 def _rid() -> str:

@@ -16,7 +16,7 @@ from bxcore import wire
 from bxcore.client import Client, ProtocolError, Unreachable
 from bxcore.config import Config
 from bxcore.deny import DenyReason
-from bxcore.ids import MAX_TOOL_NAME, byte_length_between, valid_session
+from bxcore.ids import MAX_TOOL_NAME, byte_length_between, parent_of_sub, valid_session
 from bxcore.messages import (
     Absorb,
     AssistantText,
@@ -63,10 +63,7 @@ TOO_LARGE = "invalid argument shape: the arguments are too large to send to the 
 def depth_of(session: str) -> int:
     """How deep a sub-agent is: `sub-<parent>-<n>` is one deeper than its parent (§6.3)."""
     depth = 0
-    while session.startswith("sub-"):
-        parent, dash, n = session[4:].rpartition("-")
-        if not dash or not n.isdigit() or not n.isascii() or not valid_session(parent):
-            break
+    while (parent := parent_of_sub(session)) is not None:
         session, depth = parent, depth + 1
     return depth
 

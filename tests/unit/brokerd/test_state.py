@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from bxcore.ids import parent_of_sub
 from bxcore.labels import SESSION_DEFAULT, DataClass, Label
-from services.brokerd.state import StateError, StateStore, parent_of_sub
+from services.brokerd.state import StateError, StateStore
 
 PUBLIC = Label(DataClass.PUBLIC, False)
 PRIVATE = Label(DataClass.PRIVATE, False)
