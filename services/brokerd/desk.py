@@ -191,6 +191,8 @@ class Desk:
             by=message.by,
             scope=message.scope.value,
             outcome="allowed",
+            grant=decision.winner.id,
+            grant_sha256=decision.winner.sha256,
         )
         try:
             await broker.committer.append([entry])

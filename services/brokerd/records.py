@@ -99,6 +99,8 @@ KINDS: Mapping[str, tuple[Field, ...]] = {
         Field("scope", _one_of("once", "session")),
         Field("outcome", _one_of("allowed", "denied")),  # after redecide (§5.2)
         Field("reason", _STR, False),  # why it ends denied
+        Field("grant", _STR, False),  # the grant it runs under, decided again (it may differ)
+        Field("grant_sha256", _STR, False),
     ),
     "executed": (
         Field("session", _STR),
@@ -245,11 +247,14 @@ def verdict(
     scope: Literal["once", "session"],
     outcome: VerdictOutcome,
     reason: str | None = None,
+    grant: str | None = None,
+    grant_sha256: str | None = None,
 ) -> Entry:
-    """The owner's answer; `outcome` (and `reason` when denied) is what redecide made of it."""
+    """The owner's answer; `outcome` (and `reason` when denied) is what redecide made of it,
+    and `grant` the grant an allowed call runs under (grants may have changed meanwhile)."""
     return "verdict", {
         "approval": approval, "approve": approve, "by": by, "scope": scope,
-        "outcome": outcome, "reason": reason,
+        "outcome": outcome, "reason": reason, "grant": grant, "grant_sha256": grant_sha256,
     }  # fmt: skip
 
 

@@ -38,6 +38,7 @@ from bxcore.messages import (
     PendingQuery,
     Scope,
     Settled,
+    ToolRequest,
     ToolResponse,
     VerdictRequest,
 )
@@ -499,3 +500,34 @@ def test_a_flood_of_large_approvals_never_leaves_the_owner_without_a_pending_lis
         assert info.arguments == asked[approval]
         verdict(brokerd, approval, False)
     assert not any(folder.iterdir())
+
+
+def test_the_verdict_record_names_the_grant_the_approved_call_runs_under(
+    short_tmp: Path,
+) -> None:
+    """Grants may change between the ask and the verdict; the record says which one ran."""
+    home = init_home(short_tmp / "h")
+    work = home / "workspace"
+    (home / "grants" / "asks.toml").write_text(
+        f'tool = "write_file"\nmode = "ask"\npath = "{work}"\n'
+    )
+    with running("brokerd", home) as brokerd:
+        asked = brokerd.ask(
+            ToolRequest("r1", "s1", "c1", "write_file",
+                        json.dumps({"path": f"{work}/x", "content": "x"}))
+        )  # fmt: skip
+        assert isinstance(asked, ToolResponse) and isinstance(asked.outcome, Pending)
+        (home / "grants" / "narrow.toml").write_text(
+            f'tool = "write_file"\nmode = "allow"\npath = "{work}/x"\n'
+        )
+        settled = brokerd.ask(
+            VerdictRequest("v1", asked.outcome.approval, True, Scope.ONCE, "test"),
+            socket="admin",
+        )
+        assert isinstance(settled, Settled)
+    verdicts = [
+        json.loads(line)
+        for line in (home / "audit" / "ledger.jsonl").read_text().splitlines()
+        if '"kind":"verdict"' in line
+    ]
+    assert [(v["outcome"], v["grant"]) for v in verdicts] == [("allowed", "narrow")]
