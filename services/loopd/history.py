@@ -21,6 +21,7 @@ from bxcore.messages import (
     EndReason,
     Event,
     OwnerSaid,
+    ToolCalled,
     TurnEnd,
     TurnError,
     TurnEvent,
@@ -181,18 +182,30 @@ class SessionLog:
                 by_turn.setdefault(record.turn, []).append(result)
         return [message for turn in sorted(by_turn) for message in by_turn[turn]]
 
-    def open_calls(self, turn: int) -> list[Call]:
-        """The calls of `turn`'s last model reply that have no result yet (after a crash)."""
+    def open_calls(self, turn: int) -> list[tuple[Call, bool]]:
+        """The calls of `turn`'s last model reply that have no result yet (after a crash),
+        each with whether the owner was already shown its `tool_called` event."""
         last: ModelReply | None = None
         answered: set[str] = set()
+        shown = 0  # tool_called events since that reply; calls run one after another
         for record in self.records:
             if isinstance(record, ModelReply) and record.turn == turn:
-                last, answered = record, set()
+                last, answered, shown = record, set(), 0
             elif isinstance(record, ToolResultRecord) and record.turn == turn:
                 answered.add(record.call)
+            elif (
+                isinstance(record, TurnEvent)
+                and record.turn == turn
+                and isinstance(record.event, ToolCalled)
+            ):
+                shown += 1
         if last is None:
             return []
-        return [call for call in last.calls if call.id not in answered]
+        return [
+            (call, index < shown)
+            for index, call in enumerate(last.calls)
+            if call.id not in answered
+        ]
 
     def final_answer(self, turn: int) -> tuple[str, bool] | None:
         """When `turn`'s last model reply called no tool, the turn only lacks its end (a crash

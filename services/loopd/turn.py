@@ -105,8 +105,8 @@ class Turns:
             self.emit(session, turn, TurnEnd(EndReason.DONE))
             return text
         try:
-            for call in session.open_calls(turn):
-                await self._call(session, turn, call, depth)
+            for call, shown in session.open_calls(turn):
+                await self._call(session, turn, call, depth, shown=shown)
             while True:
                 step = session.steps(turn)
                 if step >= loop.max_steps:
@@ -135,10 +135,14 @@ class Turns:
             self.emit(session, turn, TurnEnd(EndReason.ERROR))
             return ""
 
-    async def _call(self, session: SessionLog, turn: int, call: Call, depth: int) -> None:
-        """One tool call, start to result; the result is recorded before the next step."""
+    async def _call(
+        self, session: SessionLog, turn: int, call: Call, depth: int, *, shown: bool = False
+    ) -> None:
+        """One tool call, start to result; the result is recorded before the next step.
+        `shown`: the owner already saw it called (a call re-sent after a restart)."""
         tool = call.name if byte_length_between(call.name, 1, MAX_TOOL_NAME) else "?"
-        self.emit(session, turn, ToolCalled(tool, cap_result(call.arguments)))
+        if not shown:
+            self.emit(session, turn, ToolCalled(tool, cap_result(call.arguments)))
         if call.name == SPAWN.name:
             content = await self._spawn(session, turn, call, depth)
             self.emit(
