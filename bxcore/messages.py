@@ -388,12 +388,14 @@ class OwnerMessage:
 
 @dataclass(frozen=True, slots=True)
 class Accepted:
-    """loopd took an owner message; it runs as turn `turn` of the session."""
+    """loopd took an owner message; it runs as turn `turn` of the session, and the message
+    is the session's event `seq` (what follows it is this turn's, or a later one's)."""
 
     TYPE: ClassVar[str] = "accepted"
     id: RequestId
     session: Session
     turn: Count
+    seq: Count
 
 
 @dataclass(frozen=True, slots=True)

@@ -92,6 +92,7 @@ class Chat:
         message = OwnerMessage(request_id("chat"), self.session, text)
         answer = self.link.request(message, timeout_s=10.0)  # gatewayd answers a retry once
         if isinstance(answer, Accepted):
+            self.cursor = max(self.cursor, answer.seq - 1)  # older history is not this turn's
             return answer.turn
         _refused(answer)
 

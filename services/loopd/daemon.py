@@ -92,9 +92,10 @@ class Loop:
                 return repeat  # a retried request (§3.1): the same answer, no second turn
             session = self.log(message.session)
             turn = session.turns + 1
-            self._publisher.publish(session.event(turn, OwnerSaid(message.text)))
+            said = session.event(turn, OwnerSaid(message.text))
+            self._publisher.publish(said)
             self._work(message.session)
-            accepted = Accepted(message.id, message.session, turn)
+            accepted = Accepted(message.id, message.session, turn, said.seq)
             self._accepted[message.id] = accepted
             if len(self._accepted) > REMEMBERED:
                 self._accepted.popitem(last=False)

@@ -106,7 +106,7 @@ def test_an_owner_message_is_accepted_and_its_turn_streams_through_long_polls(bo
     assert quiet == Events("q1", "stream", (), ())
     assert 0.25 <= time.monotonic() - started < 5, "a quiet long poll waits out wait_ms"
 
-    assert box.ask(OwnerMessage("m1", "stream", "read a.md")) == Accepted("m1", "stream", 1)
+    assert box.ask(OwnerMessage("m1", "stream", "read a.md")) == Accepted("m1", "stream", 1, 1)
     events = box.turn("stream", 1)
     kinds = [type(e.event) for e in events]
     read, note, end = [ToolCalled, ToolDone], [ToolCalled, ToolDenied], [AssistantText, TurnEnd]
@@ -136,7 +136,7 @@ def test_a_repeated_owner_message_is_answered_once_and_runs_one_turn(box: Box) -
     box.model.script("only once", Answer(text="once"))
     first = box.ask(OwnerMessage("same-id", "idem", "only once"))
     again = box.ask(OwnerMessage("same-id", "idem", "only once"))
-    assert first == again == Accepted("same-id", "idem", 1)
+    assert first == again == Accepted("same-id", "idem", 1, 1)
     box.turn("idem", 1)
     sessions = box.daemons["loopd"].ask(SessionsQuery("s1")).sessions
     assert [s.turns for s in sessions if s.session == "idem"] == [1]

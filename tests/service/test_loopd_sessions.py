@@ -13,7 +13,6 @@ from collections.abc import Iterator
 import pytest
 
 from bxcore.messages import (
-    Accepted,
     AssistantText,
     EndReason,
     OwnerMessage,
@@ -65,7 +64,11 @@ def test_two_messages_to_one_session_run_in_order_the_second_seeing_the_first(
         loop.loopd.ask(OwnerMessage(f"o{n}", "ordered", text))
         for n, text in enumerate((first, second), 1)
     ]
-    assert accepted == [Accepted("o1", "ordered", 1), Accepted("o2", "ordered", 2)]
+    assert [(a.id, a.session, a.turn) for a in accepted] == [
+        ("o1", "ordered", 1),
+        ("o2", "ordered", 2),
+    ]
+    assert accepted[0].seq == 1 and accepted[1].seq > 1
 
     assert loop.wait_end("ordered", 1) == [
         OwnerSaid(first),
