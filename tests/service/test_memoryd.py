@@ -87,6 +87,7 @@ class Peer:
         self.socket = ctx.socket(zmq.DEALER)
         tune(self.socket)
         self.socket.connect(endpoint)
+        self.early: dict[str, Any] = {}  # answers that came before the one waited for
 
     def send_frames(self, *frames: bytes) -> None:
         self.socket.send_multipart(list(frames))
@@ -100,11 +101,18 @@ class Peer:
         return wire.decode(self.socket.recv())
 
     def answer_to(self, request_id: str, timeout: float = 10.0) -> Any:
+        """The answer to `request_id`, in whatever order answers come: one that comes first
+        for another request is kept for it."""
+        if request_id in self.early:
+            return self.early.pop(request_id)
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:
             answer = self.receive(left)
-            if answer is not None and getattr(answer, "id", None) == request_id:
+            answer_id = getattr(answer, "id", None)
+            if answer_id == request_id:
                 return answer
+            if answer_id is not None:
+                self.early[answer_id] = answer
         raise TimeoutError(f"no answer to {request_id}")
 
     def ask(self, message: Any, timeout: float = 10.0) -> Any:
