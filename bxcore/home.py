@@ -17,6 +17,7 @@ from pathlib import Path
 
 import platformdirs
 
+from bxcore.errors import one_line
 from bxcore.ids import valid_session
 
 SOCKETS: tuple[str, ...] = (
@@ -221,7 +222,7 @@ class Home:
             self._ensure_link(target)
             return target
         except OSError as exc:
-            raise HomeError(f"cannot create the run folder: {_os_error(exc)}") from exc
+            raise HomeError(f"cannot create the run folder: {one_line(exc)}") from exc
 
     def _ensure_plain_run(self) -> Path:
         run = self.run
@@ -288,8 +289,3 @@ def _session(session: str) -> str:
     if not valid_session(session):
         raise ValueError(f"not a valid session id: {session!r}")
     return session
-
-
-def _os_error(exc: OSError) -> str:
-    where = f"{exc.filename}: " if exc.filename else ""
-    return f"{where}{exc.strerror or exc}"

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import anyio
 
 from bxcore.tools import Mount
+from services.brokerd.args import inside
 
 #: Where the fetch proxy's socket and a test CA appear inside an http_fetch sandbox.
 INSIDE = "/run/bx"
@@ -102,7 +103,7 @@ def command(host: Host, call: Call) -> list[str]:
     binds += [
         (link, ["--symlink", target, link])
         for target, link in host.links
-        if grant is None or not _inside(grant, link)
+        if grant is None or not inside(grant, link)
     ]
     binds += [("/proc", ["--proc", "/proc"]), ("/dev", ["--dev", "/dev"])]
     binds += [("/tmp", ["--tmpfs", "/tmp"])]
@@ -148,11 +149,6 @@ def command(host: Host, call: Call) -> list[str]:
 
 def _bootstrap(host: Host) -> str:
     return BOOTSTRAP.format(where=os.path.dirname(host.toolkit))
-
-
-def _inside(folder: str, path: str) -> bool:
-    """SPEC §4.4's `inside`: `path` is `folder` or under it, by whole components."""
-    return folder == "/" or path == folder or path.startswith(folder + "/")
 
 
 class Unconfinable(Exception):

@@ -13,6 +13,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 from bxcore.atomic import write_atomically
+from bxcore.errors import one_line
 from bxcore.ids import parent_of_sub, valid_session
 from bxcore.labels import SESSION_DEFAULT, DataClass, Label
 
@@ -118,9 +119,4 @@ class StateStore:
                 raise ValueError(f"larger than {MAX_STATE_BYTES} bytes")
             return decode_label(data)
         except (ValueError, RecursionError) as error:
-            raise StateError(f"{path} is damaged: {_first_line(error)}") from None
-
-
-def _first_line(error: BaseException) -> str:
-    lines = str(error).splitlines()
-    return lines[0] if lines else type(error).__name__
+            raise StateError(f"{path} is damaged: {one_line(error)}") from None
