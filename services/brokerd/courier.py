@@ -24,10 +24,11 @@ from bxcore.config import SandboxConfig
 from bxcore.labels import Label
 from bxcore.messages import Done, Failed, ToolRequest, ToolResponse
 from bxcore.tools import BROKERED, Mount, Runner
-from services.brokerd import sandbox
+from services.brokerd import child, sandbox
+from services.brokerd.child import Finished
 from services.brokerd.fetch_proxy import OneTunnel
 from services.brokerd.policy import Allowed
-from services.brokerd.sandbox import Call, Finished, Host, Unconfinable
+from services.brokerd.sandbox import Call, Host, Unconfinable
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +180,7 @@ class Courier:
             cwd = (call.cwd or call.path) if call.mount is Mount.WORKDIR else None
         fds = (call.bound,) if call.bound is not None else ()
         try:
-            return await sandbox.run(
+            return await child.run(
                 argv,
                 stdin,
                 timeout_s=timeout + GRACE_S,

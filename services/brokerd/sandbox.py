@@ -1,25 +1,18 @@
-"""The sandbox (SPEC §8.2): the `bwrap` command for one call, and running it within limits.
+"""The sandbox (SPEC §8.2): the `bwrap` command for one call.
 
 `command` is pure: it builds the argument vector from the tool's description, the winner's
 path and what the host looks like. `open_granted` pins the winner's path as a descriptor
-(never through a symbolic link), so that what is bound is what the grant names. `run` starts
-bwrap in its own process group with rlimits, feeds the checked arguments on standard input,
-caps what it reads, and kills it all at the timeout. `mode = "none"` (development only) runs
-the toolkit with no confinement. docs/sandbox.md says what is bound and why.
+(never through a symbolic link), so that what is bound is what the grant names.
+`services.brokerd.child` runs the command within its limits. `mode = "none"` (development
+only) runs the toolkit with no confinement. docs/sandbox.md says what is bound and why.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
-import signal
 import stat
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-
-import anyio
 
 from bxcore.tools import Mount
 from services.brokerd.args import inside
@@ -29,8 +22,6 @@ INSIDE = "/run/bx"
 PROXY_INSIDE = f"{INSIDE}/fetch.sock"
 CA_INSIDE = f"{INSIDE}/ca.pem"
 BOOTSTRAP = "import sys;sys.path.insert(0,{where!r});from toolkit.__main__ import main;main()"
-OUTPUT_CAP = 1024 * 1024 + 4096  # the toolkit cuts at 1 MiB and adds a note; this is the wall
-ERROR_CAP = 64 * 1024
 SYSTEM_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 
 
@@ -254,88 +245,3 @@ def environment(call: Call, *, inside: bool) -> dict[str, str]:
             env["SSL_CERT_FILE"] = CA_INSIDE if inside else call.ca_file
     env.update(call.env)
     return env
-
-
-@dataclass(frozen=True, slots=True)
-class Finished:
-    """How a sandboxed process ended: `exit` None means it was killed (the timeout, or
-    output past the cap when `cut`)."""
-
-    exit: int | None
-    stdout: bytes
-    stderr: bytes
-    cut: bool  # stdout passed OUTPUT_CAP and the process was stopped
-    ms: int
-
-
-async def run(
-    argv: Sequence[str],
-    stdin: bytes,
-    *,
-    timeout_s: float,
-    env: Mapping[str, str] | None = None,
-    cwd: str | None = None,
-    pass_fds: Sequence[int] = (),
-) -> Finished:
-    """Run `argv` in a new session; kill its whole group at `timeout_s`.
-
-    No `preexec_fn`: it would make every call fork brokerd whole instead of spawning (3 ms
-    of a read_file's 15; bench toolcall). The shell's rlimits are set by the toolkit on
-    the command it starts (`Call.memory_mb`, `Call.max_processes`).
-
-    Killing bwrap kills the sandbox: `--die-with-parent` kills its init, and with it every
-    process of its PID namespace, whatever session or group they moved to."""
-    started = time.monotonic()
-    process = await asyncio.create_subprocess_exec(
-        *argv,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
-        env=dict(env) if env is not None else {},
-        cwd=cwd,
-        pass_fds=tuple(pass_fds),
-    )
-    out = bytearray()
-    err = bytearray()
-    cut = False
-
-    async def feed() -> None:
-        assert process.stdin is not None
-        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            process.stdin.write(stdin)
-            await process.stdin.drain()
-            process.stdin.close()
-
-    async def collect(stream: asyncio.StreamReader | None, into: bytearray, cap: int) -> bool:
-        assert stream is not None
-        while chunk := await stream.read(65536):
-            into += chunk
-            if len(into) > cap:
-                del into[cap:]
-                return True
-        return False
-
-    exit_code: int | None = None
-    try:
-        with anyio.move_on_after(timeout_s):
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(feed)
-                tasks.start_soon(collect, process.stderr, err, ERROR_CAP)
-                cut = await collect(process.stdout, out, OUTPUT_CAP)
-                if cut:
-                    tasks.cancel_scope.cancel()
-            if not cut:
-                exit_code = await process.wait()
-    finally:
-        with anyio.CancelScope(shield=True):
-            if exit_code is None:
-                _kill_group(process.pid)
-                await process.wait()
-    ms = int((time.monotonic() - started) * 1000)
-    return Finished(exit_code, bytes(out), bytes(err), cut, ms)
-
-
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)

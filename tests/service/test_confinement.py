@@ -33,7 +33,7 @@ import pytest
 
 from bxcore.messages import Done, Failed, Outcome, ToolRequest, ToolResponse
 from bxcore.tools import Mount
-from services.brokerd import sandbox
+from services.brokerd import child, sandbox
 from tests.support.daemons import Daemon, init_home, running
 
 PYTHON = os.path.realpath(sys.executable)  # the interpreter the sandbox binds for the toolkit
@@ -518,7 +518,7 @@ async def test_the_sandbox_wall_kills_everything_inside_even_without_the_toolkit
             seen.append(len(await anyio.to_thread.run_sync(lambda: wait_for(four, 1.5))))
 
         tasks.start_soon(watch)
-        finished = await sandbox.run(argv, b"", timeout_s=1.0)
+        finished = await child.run(argv, b"", timeout_s=1.0)
     assert finished.exit is None  # killed at the timeout
     assert time.monotonic() - started < 4
     assert seen and seen[0] >= 4  # sh and its three sleeps were running

@@ -1,0 +1,73 @@
+"""The child runner: input fed whole, outputs read within their caps, the exit seen, the whole
+group killed at the timeout. Real processes (a shell), no sandbox: that is test_confinement's."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import pytest
+
+from services.brokerd import child
+from services.brokerd.child import ERROR_CAP, OUTPUT_CAP
+
+pytestmark = pytest.mark.anyio
+
+SH = "/bin/sh"
+
+
+async def sh(script: str, stdin: bytes = b"", timeout_s: float = 10.0) -> child.Finished:
+    return await child.run([SH, "-c", script], stdin, timeout_s=timeout_s)
+
+
+async def test_input_is_fed_whole_and_both_outputs_are_read() -> None:
+    data = os.urandom(3 * 1024 * 1024).hex().encode()[: 3 * 1024 * 1024]  # past a pipe's buffer
+    finished = await sh("wc -c; echo note >&2", data)
+    assert finished == child.Finished(0, b"%d\n" % len(data), b"note\n", False, finished.ms)
+
+
+async def test_the_exit_status_is_kept() -> None:
+    assert (await sh("exit 3")).exit == 3
+    assert (await sh("kill -TERM $$")).exit == -15
+
+
+async def test_a_process_that_does_not_read_its_input_still_ends() -> None:
+    finished = await sh("exit 0", b"x" * (4 * 1024 * 1024))
+    assert finished.exit == 0 and not finished.cut
+
+
+async def test_output_past_the_cap_stops_the_process() -> None:
+    finished = await sh("yes")
+    assert finished.cut and finished.exit is None and len(finished.stdout) == OUTPUT_CAP
+
+
+async def test_errors_past_their_cap_are_dropped_without_blocking_the_process() -> None:
+    finished = await sh("head -c 1000000 /dev/zero >&2; echo done")
+    assert finished.exit == 0 and finished.stdout == b"done\n"
+    assert len(finished.stderr) == ERROR_CAP
+
+
+async def test_at_the_timeout_the_whole_group_is_killed() -> None:
+    started = time.monotonic()
+    finished = await sh("sleep 100 & sleep 100", timeout_s=0.3)
+    assert finished.exit is None and not finished.cut
+    assert time.monotonic() - started < 5
+
+
+async def test_a_program_that_cannot_start_raises_oserror() -> None:
+    with pytest.raises(OSError):
+        await child.run(["/nonexistent/program"], b"", timeout_s=1.0)
+
+
+async def test_a_process_that_ended_before_its_input_was_written_is_seen_to_end() -> None:
+    """The race of a sandbox that fails at once: the first write meets a broken pipe."""
+    process = subprocess.Popen(
+        [SH, "-c", "exit 4"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    process.stdout.read()  # type: ignore[union-attr]
+    os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOWAIT)  # ended, not yet reaped
+    exchange = child._Exchange(process, b"x" * 100_000)
+    await exchange.done
+    await exchange.close()
+    assert process.wait() == 4 and exchange.over and not exchange.cut
