@@ -78,6 +78,11 @@ class Router:
     def __repr__(self) -> str:
         return f"Router({self.service} at {self.endpoint}, served {self._served})"
 
+    @property
+    def in_flight(self) -> int:
+        """Requests taken and not yet answered."""
+        return self._in_flight
+
     def pong(self, request_id: str) -> Pong:
         return Pong(request_id, self.service, os.getpid(), __version__, self._started)
 

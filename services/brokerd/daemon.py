@@ -7,6 +7,7 @@ publishes approvals and the ledger's head after each group commit (the witness, 
 
 from __future__ import annotations
 
+import asyncio
 import compileall
 import errno
 import logging
@@ -92,10 +93,15 @@ async def serve(ctx: Context) -> None:
         log.error("bwrap is not installed: every tool call will fail (sandbox unavailable)")
     events = Publisher(ctx.zmq, ctx.endpoint("broker-events"), service="brokerd")
 
-    def witness(head: Head) -> None:
-        events.publish(LedgerHead(head.seq, head.hash))
+    loop = asyncio.get_running_loop()
 
-    committer = Committer(ledger, witness)
+    def witness(head: Head) -> None:  # once the batch's answers are out: they are waited for
+        loop.call_soon(events.publish, LedgerHead(head.seq, head.hash))
+
+    def alone() -> bool:  # the one request in the whole daemon: no batch to wait for
+        return broker_socket.in_flight + admin_socket.in_flight <= 1
+
+    committer = Committer(ledger, witness, alone=alone)
     memory = ctx.endpoint("memory")
     broker = Broker(
         ledger=ledger,

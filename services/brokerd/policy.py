@@ -7,7 +7,7 @@ approves (a denial then still wins). Each step can be written to a `trace`, whic
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bxcore.deny import DenyReason
@@ -121,46 +121,53 @@ def decide(
     trace: list[str] | None = None,
 ) -> Decision:
     """What brokerd does with this call from a session holding `label` (§5.2)."""
-    note = trace.append if trace is not None else _ignore
+
+    def note(words: Callable[[], str]) -> None:  # put into words only for `explain`
+        if trace is not None:
+            trace.append(words())
+
     spec = BROKERED.get(tool)
     if spec is None:  # 1
-        note(f"{tool!r} is not a tool")
+        note(lambda: f"{tool!r} is not a tool")
         return Denied(DenyReason.UNKNOWN_TOOL)
     try:  # 2
         args = argsmod.parse(tool, arguments)
     except ArgsError as error:
-        note(f"the arguments are not valid: {error.detail()}")
-        return Denied(DenyReason.INVALID_ARGUMENTS, detail=error.detail())
-    note(f"arguments: {args.canonical_json()}")
+        detail = error.detail()
+        note(lambda: f"the arguments are not valid: {detail}")
+        return Denied(DenyReason.INVALID_ARGUMENTS, detail=detail)
+    note(lambda: f"arguments: {args.canonical_json()}")
     matching = sorted((g for g in grants if _matches(g, args, spec.match)), key=_rank)
     if not matching:  # 3
-        note(f"no grant of {tool} matches")
+        note(lambda: f"no grant of {tool} matches")
         return Denied(DenyReason.NO_GRANT, args=args)
-    note("matching grants: " + ", ".join(f"{g.id} ({g.mode})" for g in matching))
+    note(lambda: "matching grants: " + ", ".join(f"{g.id} ({g.mode})" for g in matching))
     denies = [g for g in matching if g.mode is Mode.DENY]
     if denies:  # 4: an explicit deny always wins
-        note(f"{denies[0].id} denies it, and a deny always wins")
+        note(lambda: f"{denies[0].id} denies it, and a deny always wins")
         return Denied(DenyReason.DENIED_BY_GRANT, grant=denies[0], args=args)
     winner = matching[0]  # 5
-    note(f"winner: {winner.id} ({winner.mode}, class {winner.class_})")
+    note(lambda: f"winner: {winner.id} ({winner.mode}, class {winner.class_})")
     if spec.sink and not label.class_.at_most(winner.class_):  # 6
         note(
-            f"flow: the session holds {label.class_} data, which may not go to "
-            f"{winner.id}'s {winner.class_} place"
+            lambda: (
+                f"flow: the session holds {label.class_} data, which may not go to "
+                f"{winner.id}'s {winner.class_} place"
+            )
         )
         return Denied(DenyReason.FLOW_VIOLATION, grant=winner, args=args)
     if spec.sink:
-        note(f"flow: {label.class_} data may go to a {winner.class_} place")
+        note(lambda: f"flow: {label.class_} data may go to a {winner.class_} place")
     if spec.sink and label.untrusted:  # 7
-        note("the session holds untrusted content, so the owner must approve this call")
+        note(lambda: "the session holds untrusted content, so the owner must approve this call")
         return Ask(winner, args, AskWhy.UNTRUSTED)
     if winner.mode is Mode.ASK:  # 8
-        note(f"{winner.id} asks the owner")
+        note(lambda: f"{winner.id} asks the owner")
         return Ask(winner, args, AskWhy.GRANT_ASKS)
-    note(f"{winner.id} allows it")
+    note(lambda: f"{winner.id} allows it")
     hidden = hidden_paths(winner, grants)
     if hidden:
-        note(f"hidden in the sandbox: {', '.join(hidden)}")
+        note(lambda: f"hidden in the sandbox: {', '.join(hidden)}")
     return Allowed(winner, args, result_label(winner, spec.result), hidden)
 
 
@@ -175,7 +182,3 @@ def approved(ask: Ask, grants: Sequence[Grant]) -> Allowed:
     spec = BROKERED[ask.args.tool]
     label = result_label(ask.winner, spec.result)
     return Allowed(ask.winner, ask.args, label, hidden_paths(ask.winner, grants))
-
-
-def _ignore(_: str) -> None:
-    pass
