@@ -74,6 +74,7 @@ class Router:
         self._tasks: set[asyncio.Task[None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._draining = False
+        self._look_pending = False
 
     def __repr__(self) -> str:
         return f"Router({self.service} at {self.endpoint}, served {self._served})"
@@ -131,7 +132,18 @@ class Router:
                 self._send(frames[0], wire.encode(reply))
         finally:
             self._in_flight -= 1
-            self._drain()  # the send may have taken the read edge: look now
+            self._look_again()
+
+    def _look_again(self) -> None:
+        """A send may have taken the read edge of ZMQ_FD: look at the socket again before the
+        loop next waits, once for all the answers sent in this turn of the loop."""
+        if not self._look_pending and self._loop is not None:
+            self._look_pending = True
+            self._loop.call_soon(self._looked)
+
+    def _looked(self) -> None:
+        self._look_pending = False
+        self._drain()
 
     async def _reply(self, frames: list[bytes]) -> Any:
         if len(frames) != 2:
@@ -158,7 +170,8 @@ class Router:
 
     def _send(self, identity: bytes, payload: bytes) -> None:
         try:
-            self._socket.send_multipart([identity, payload], flags=zmq.NOBLOCK)
+            self._socket.send(identity, zmq.SNDMORE | zmq.NOBLOCK)
+            self._socket.send(payload, zmq.NOBLOCK)
         except zmq.Again:
             log.warning("%s: a client is not reading; its answer was dropped", self.service)
         except zmq.ZMQError as error:

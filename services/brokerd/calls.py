@@ -25,20 +25,25 @@ MAX_KEPT_BYTES = 64 * 1024 * 1024
 
 
 class Answer:
-    """An answer being made; every asker waits for the one answer."""
+    """An answer being made; every asker waits for the one answer. The event is made only
+    when a repeat comes to wait: most calls are asked once."""
 
     __slots__ = ("_done", "outcome")
 
     def __init__(self) -> None:
-        self._done = anyio.Event()
+        self._done: anyio.Event | None = None
         self.outcome: Outcome | None = None
 
     def give(self, outcome: Outcome) -> None:
         self.outcome = outcome
-        self._done.set()
+        if self._done is not None:
+            self._done.set()
 
     async def wait(self) -> Outcome:
-        await self._done.wait()
+        if self.outcome is None:
+            if self._done is None:
+                self._done = anyio.Event()
+            await self._done.wait()
         assert self.outcome is not None
         return self.outcome
 
