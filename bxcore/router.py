@@ -116,8 +116,7 @@ class Router:
                 self._in_flight += 1
                 assert self._loop is not None
                 task = self._loop.create_task(self._answer(frames))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+                self._tasks.add(task)  # it takes itself out when done
         finally:
             self._draining = False
 
@@ -132,6 +131,7 @@ class Router:
                 self._send(frames[0], wire.encode(reply))
         finally:
             self._in_flight -= 1
+            self._tasks.discard(asyncio.current_task())
             self._look_again()
 
     def _look_again(self) -> None:

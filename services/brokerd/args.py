@@ -40,6 +40,7 @@ MAX_URL = 2048  # bytes
 MAX_DETAIL = 300  # characters, not bytes
 MAX_ARGUMENTS = 2 * 1024 * 1024  # bytes of UTF-8
 
+_CANONICAL = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False)
 _LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")  # 1 to 63, no `-` at either end
 _HOST_RUN = re.compile(r"[a-z0-9.-]*")
 _URL_REST = re.compile(r"(?:/[\x21-\x7e]*)?")  # empty, or `/` and printable ASCII, no space
@@ -135,7 +136,7 @@ class ToolArgs:
         if self.tag is not None and self.variant is not None:
             out[self.tag] = self.variant
         out.update(self.values)
-        return json.dumps(out, separators=(",", ":"), ensure_ascii=False)
+        return _CANONICAL.encode(out)
 
 
 def parse(tool: str, arguments: str) -> ToolArgs:

@@ -119,7 +119,9 @@ KINDS: Mapping[str, tuple[Field, ...]] = {
 }
 
 _HEADER = ("seq", "at", "prev", "kind")
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_ENCODER = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False
+)
 _AT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
