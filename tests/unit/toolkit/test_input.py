@@ -1,18 +1,23 @@
-"""Reading and parsing the arguments in-process: the fast path (`_json`) and the slow (`json`)
-give the same answers, and the input is never read past 2 MiB + 1 bytes."""
+"""Reading and parsing the arguments in-process: the three parsers (plain objects by hand, the C
+scanner `_json`, and `json`) give the same answers, and the input is never read past 2 MiB + 1
+bytes."""
 
 from __future__ import annotations
 
 import io
+import json
 import sys
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from services.toolkit.__main__ import run
 from services.toolkit.input import (
     MAX_INPUT,
     ArgumentsError,
     InputError,
+    _plain_object,
     parse_arguments,
     quoted,
     read_input,
@@ -55,6 +60,32 @@ def test_the_fast_and_the_slow_parser_agree(text, monkeypatch) -> None:
     monkeypatch.delitem(sys.modules, "json.decoder", raising=False)
     monkeypatch.delitem(sys.modules, "json.scanner", raising=False)
     assert _parse(text) == fast
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_the_plain_reader_agrees_with_the_scanners(text, monkeypatch) -> None:
+    with_it = _parse(text)
+    monkeypatch.setattr("services.toolkit.input._plain_object", lambda text: None)
+    assert _parse(text) == with_it
+
+
+@given(st.dictionaries(st.text(max_size=8), st.text(max_size=40), max_size=4))
+def test_the_plain_reader_reads_what_brokerd_sends(fields: dict[str, str]) -> None:
+    """The canonical form of string fields: read by hand unless a string needs an escape (or
+    holds a character that is not printable), and then exactly as JSON reads it."""
+    text = json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
+    pairs = _plain_object(text)
+    plain = all(
+        '"' not in s and "\\" not in s and s.isprintable() for s in (*fields, *fields.values())
+    )
+    assert pairs == (tuple(fields.items()) if plain and fields else None)
+
+
+@given(st.text(alphabet='{}":,\\ ab\n', max_size=30))
+def test_the_plain_reader_never_reads_what_json_reads_otherwise(text: str) -> None:
+    pairs = _plain_object(text)
+    if pairs is not None:
+        assert json.loads(text, object_pairs_hook=tuple) == pairs
 
 
 def test_a_valid_object_gives_its_fields() -> None:

@@ -13,8 +13,9 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[3] / "services" / "toolkit"
 
 # What the read_file path must not load: the heavy tools' modules, and even `os` and `json`
-# (input.py parses with the C scanner `_json`; files.py uses built-in `open`).
+# (input.py reads brokerd's plain canonical object by hand; files.py uses built-in `open`).
 NOT_FOR_READ_FILE = {
+    "_json",
     "ssl",
     "socket",
     "subprocess",
