@@ -10,12 +10,13 @@ from __future__ import annotations
 import itertools
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import zmq
 
 from bench import floors
-from bench.box import connect, daemon, fresh_home, remove, request
+from bench.box import connect, daemon, fresh_home, remove
 from bench.stats import interleaved, save, show, summary, verdict
 from bxcore import wire
 from bxcore.messages import Denied, Done, ToolRequest, ToolResponse
@@ -39,28 +40,14 @@ def decision(repeat: int = 2000, seconds: float = 3.0, warmup: int = 100) -> Non
             floors.append_fsync(folder) as fsync_once,
         ):
             dealer = connect(home, "broker")
-            dealer.setsockopt(zmq.RCVTIMEO, 30_000)
-            # The floor's client: a request made in advance, one send, one blocking receive.
-            # The answers are decoded and checked after the run (the echo's never are).
-            requests = iter(
-                [
-                    wire.encode(_call("read_file", {"path": "/etc/hostname"}))
-                    for _ in range(repeat + warmup)
-                ]
-            )
-            answers: list[bytes] = []
-
-            def denied() -> None:
-                dealer.send(next(requests))
-                answers.append(dealer.recv())
-
+            calls = [_call("read_file", {"path": "/etc/hostname"}) for _ in range(repeat + warmup)]
+            denied, answers = _caller(dealer, calls)
             samples = interleaved(
                 {"zmq": zmq_once, "fsync": fsync_once, "ours": denied}, repeat, warmup
             )
             dealer.close(linger=0)
-            for frame in answers:
-                answer = wire.decode(frame)
-                assert isinstance(answer, ToolResponse) and isinstance(answer.outcome, Denied)
+            for answer in _decoded(answers):
+                assert isinstance(answer.outcome, Denied), answer
             rate = _concurrent(home, clients=16, seconds=seconds)
         zmq_rt, fsync, ours = (summary(samples[k]) for k in ("zmq", "fsync", "ours"))
     finally:
@@ -83,6 +70,28 @@ def decision(repeat: int = 2000, seconds: float = 3.0, warmup: int = 100) -> Non
             ),
         },
     )
+
+
+def _caller(
+    dealer: zmq.Socket[bytes], calls: list[ToolRequest]
+) -> tuple[Callable[[], None], list[bytes]]:
+    """The floor's own client: each request encoded before the run, then one send and one
+    blocking receive. The answers it collects are decoded (`_decoded`) after the run."""
+    dealer.setsockopt(zmq.RCVTIMEO, 30_000)
+    frames = iter([wire.encode(call) for call in calls])
+    answers: list[bytes] = []
+
+    def call() -> None:
+        dealer.send(next(frames))
+        answers.append(dealer.recv())
+
+    return call, answers
+
+
+def _decoded(answers: list[bytes]) -> list[ToolResponse]:
+    decoded = [wire.decode(frame) for frame in answers]
+    assert all(isinstance(answer, ToolResponse) for answer in decoded)
+    return decoded
 
 
 def _concurrent(home: Any, clients: int, seconds: float) -> float:
@@ -115,7 +124,7 @@ def _concurrent(home: Any, clients: int, seconds: float) -> float:
     return answered / elapsed
 
 
-def toolcall(repeat: int = 200) -> None:
+def toolcall(repeat: int = 200, warmup: int = 10) -> None:
     print("toolcall: an allowed read_file end to end")
     folder = floors.scratch()
     try:
@@ -124,17 +133,17 @@ def toolcall(repeat: int = 200) -> None:
         target.write_text("a short note\n")
         with daemon("brokerd", home, "broker"):
             dealer = connect(home, "broker")
-
-            def read() -> None:
-                answer = request(dealer, _call("read_file", {"path": str(target)}))
-                assert isinstance(answer, ToolResponse) and isinstance(answer.outcome, Done)
-                assert answer.outcome.output == "a short note\n", answer
-
+            calls = [_call("read_file", {"path": str(target)}) for _ in range(repeat + warmup)]
+            read, answers = _caller(dealer, calls)
             samples = interleaved(
                 {"bwrap": floors.bwrap_true, "python": floors.python_bare, "ours": read},
                 repeat,
+                warmup,
             )
             dealer.close(linger=0)
+            for answer in _decoded(answers):
+                assert isinstance(answer.outcome, Done), answer
+                assert answer.outcome.output == "a short note\n", answer
     finally:
         remove(folder)
     bwrap, python, ours = (summary(samples[k]) for k in ("bwrap", "python", "ours"))
