@@ -74,6 +74,7 @@ class Router:
         self._tasks: set[asyncio.Task[None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._draining = False
+        self._stopping = False
         self._look_pending = False
 
     def __repr__(self) -> str:
@@ -97,6 +98,7 @@ class Router:
             await anyio.sleep_forever()
         finally:
             self._loop.remove_reader(fd)
+            self._stopping = True  # what arrives now is left unread: it would outlive serve()
             for task in list(self._tasks):
                 task.cancel()
             with anyio.CancelScope(shield=True):
@@ -106,7 +108,7 @@ class Router:
 
     def _drain(self) -> None:
         """Take every request that is waiting, each into a task of its own."""
-        if self._draining or self._socket.closed:
+        if self._draining or self._stopping or self._socket.closed:
             return
         self._draining = True
         try:

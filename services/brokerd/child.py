@@ -80,8 +80,10 @@ async def run(
             killed = not exchange.over or exchange.cut
             if killed:
                 _kill_group(process.pid)
-            await exchange.close()
-            process.wait()  # at once: the pidfd said it has ended
+            try:
+                await exchange.close()
+            finally:  # even if a plain cancel cut the wait short: killed, it ends at once
+                process.wait()
     ms = int((time.monotonic() - started) * 1000)
     return Finished(
         None if killed else process.returncode,
@@ -113,13 +115,18 @@ class _Exchange:
         self._ended: asyncio.Future[None] = self._loop.create_future()
         self._open = {self._out, self._err}
         self._pending = memoryview(data)
-        for fd in (self._in, self._out, self._err):
-            os.set_blocking(fd, False)
-        self._loop.add_reader(self._pidfd, self._exited)
-        self._loop.add_reader(self._out, self._read, self._out, self.out, OUTPUT_CAP)
-        self._loop.add_reader(self._err, self._read, self._err, self.err, ERROR_CAP)
         self._writing = False  # a writer waits for room in the pipe
-        self._write()  # most arguments fit in the pipe at once
+        try:
+            for fd in (self._in, self._out, self._err):
+                os.set_blocking(fd, False)
+            self._loop.add_reader(self._pidfd, self._exited)
+            self._loop.add_reader(self._out, self._read, self._out, self.out, OUTPUT_CAP)
+            self._loop.add_reader(self._err, self._read, self._err, self.err, ERROR_CAP)
+            self._write()  # most arguments fit in the pipe at once
+        except BaseException:
+            self._unwatch()
+            os.close(self._pidfd)
+            raise
 
     def _write(self) -> None:
         try:
@@ -179,11 +186,21 @@ class _Exchange:
         for fd in self._open:
             self._loop.remove_reader(fd)
         self._stop_writing()
-        await self._ended
-        for pipe in (self._process.stdin, self._process.stdout, self._process.stderr):
-            if pipe is not None:
-                pipe.close()
-        os.close(self._pidfd)
+        try:
+            await self._ended
+        finally:
+            self._unwatch()
+            for pipe in (self._process.stdin, self._process.stdout, self._process.stderr):
+                if pipe is not None:
+                    pipe.close()
+            os.close(self._pidfd)
+
+    def _unwatch(self) -> None:
+        """Every reader and writer off, while the descriptors are still open (closed, their
+        numbers may be reused by another process's pipes at once)."""
+        for fd in (self._pidfd, self._out, self._err):
+            self._loop.remove_reader(fd)
+        self._stop_writing()
 
 
 def _kill_group(pid: int) -> None:

@@ -3,6 +3,7 @@ group killed at the timeout. Real processes (a shell), no sandbox: that is test_
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import time
@@ -71,3 +72,25 @@ async def test_a_process_that_ended_before_its_input_was_written_is_seen_to_end(
     await exchange.done
     await exchange.close()
     assert process.wait() == 4 and exchange.over and not exchange.cut
+
+
+async def test_close_cancelled_while_it_waits_still_closes_every_descriptor() -> None:
+    """brokerd's router stops its tasks with task.cancel(), which a shielded scope does not
+    hold off: a close() cut short while it waits for the end must still let go of the pipes
+    and the pidfd (run() then reaps the killed process)."""
+    before = set(os.listdir("/proc/self/fd"))
+    process = subprocess.Popen(
+        [SH, "-c", "sleep 100"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    exchange = child._Exchange(process, b"")
+    task = asyncio.get_running_loop().create_task(exchange.close())
+    await asyncio.sleep(0.05)  # close() now waits for the process to end
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert set(os.listdir("/proc/self/fd")) <= before
+    process.kill()
+    assert process.wait() == -9

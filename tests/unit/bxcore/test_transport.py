@@ -211,3 +211,36 @@ async def test_curve_lets_in_exactly_the_allowed_keys(
                 client.close()
     finally:
         auth.stop()
+
+
+async def test_a_request_that_arrives_while_the_server_stops_is_not_started(
+    ctx: zmq.asyncio.Context, short_tmp: Path
+) -> None:
+    """At shutdown the tasks in flight are cancelled and waited for; one started meanwhile
+    would outlive serve() (in brokerd: a call decided and run after the stop began)."""
+    started: list[str] = []
+
+    async def slow_to_stop(message: Any) -> Any:
+        started.append(message.id)
+        try:
+            await anyio.sleep(10)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.sleep(0.3)  # like a sandbox being killed and waited for
+        return await echo_state(message)
+
+    endpoint = f"ipc://{short_tmp}/t.sock"
+    router = Router(ctx, endpoint, slow_to_stop, service="testd")
+    raw = Served(ctx, endpoint).raw()
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(router.serve)
+        await raw.send(wire.encode(StateQuery("first", "chat-1")))
+        while not started:
+            await anyio.sleep(0.01)
+        tasks.cancel_scope.cancel()
+        with anyio.CancelScope(shield=True):
+            await anyio.sleep(0.1)  # serve() is now waiting for "first" to stop
+            await raw.send(wire.encode(StateQuery("second", "chat-1")))
+            await anyio.sleep(0.1)
+    raw.close()
+    assert started == ["first"]
