@@ -136,7 +136,10 @@ class ScriptedModel:
         if self.problem is not None:
             raise ModelError(self.problem)
         if self.next >= len(self.answers):
-            raise ModelError("the scripted model has no more answers")
+            raise ModelError(
+                "the scripted model has no more answers (it plays its script once; "
+                "`bxctl restart loopd` plays it again)"
+            )
         said = last_text(messages)
         for n in range(self.next, len(self.answers)):
             answer = self.answers[n]

@@ -71,7 +71,10 @@ async def test_past_the_last_answer_the_scripted_model_says_so(tmp_path: Path) -
     await model.complete("s", [User("x")], [])
     with pytest.raises(ModelError) as caught:
         await model.complete("s", [User("x")], [])
-    assert str(caught.value) == "the scripted model has no more answers"
+    assert str(caught.value) == (
+        "the scripted model has no more answers (it plays its script once; "
+        "`bxctl restart loopd` plays it again)"
+    )
 
 
 async def test_match_picks_the_next_answer_whose_substring_is_in_the_last_message(
