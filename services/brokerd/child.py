@@ -124,8 +124,7 @@ class _Exchange:
             self._loop.add_reader(self._err, self._read, self._err, self.err, ERROR_CAP)
             self._write()  # most arguments fit in the pipe at once
         except BaseException:
-            self._unwatch()
-            os.close(self._pidfd)
+            self._release()
             raise
 
     def _write(self) -> None:
@@ -182,25 +181,22 @@ class _Exchange:
             self.done.set_result(None)
 
     async def close(self) -> None:
-        """Stop watching, wait for the end (killed, if it was not over), close everything."""
-        for fd in self._open:
-            self._loop.remove_reader(fd)
-        self._stop_writing()
+        """Wait for the end (killed, if it was not over), then let go of everything."""
         try:
             await self._ended
         finally:
-            self._unwatch()
+            self._release()
             for pipe in (self._process.stdin, self._process.stdout, self._process.stderr):
                 if pipe is not None:
                     pipe.close()
-            os.close(self._pidfd)
 
-    def _unwatch(self) -> None:
-        """Every reader and writer off, while the descriptors are still open (closed, their
-        numbers may be reused by another process's pipes at once)."""
+    def _release(self) -> None:
+        """Every reader and writer off while the descriptors are still open (closed, their
+        numbers may be reused by another process's pipes at once), then the pidfd closed."""
         for fd in (self._pidfd, self._out, self._err):
             self._loop.remove_reader(fd)
         self._stop_writing()
+        os.close(self._pidfd)
 
 
 def _kill_group(pid: int) -> None:
