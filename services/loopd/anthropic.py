@@ -8,22 +8,18 @@ meant and gets `/messages` only. The answer is only read, never acted on.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
 import httpx
 
-from bxcore.config import ModelConfig
 from bxcore.tools import ToolSpec
+from services.loopd.http_model import HttpModel
 from services.loopd.model import (
-    BACKOFF_S,
     Assistant,
     Message,
-    ModelError,
     Reply,
-    Sleep,
     ToolCall,
     ToolResult,
     User,
@@ -31,14 +27,11 @@ from services.loopd.model import (
     tool_calls,
 )
 from services.loopd.model_http import (
-    ModelServer,
+    answered_error,
     invalid,
     is_event_stream,
-    key_note,
     parse_json,
     read_json,
-    read_key,
-    server_message,
     sse_events,
 )
 from services.loopd.schemas import tool_schema
@@ -135,7 +128,7 @@ def reply_of(body: Any, messages: Sequence[Message]) -> Reply:
     if not isinstance(body, dict):
         raise invalid("expected a JSON object")
     if body.get("type") == "error":
-        raise ModelError(f"the model server answered with an error: {_error_text(body)}")
+        raise answered_error(body)
     content = body.get("content")
     if not isinstance(content, list):
         raise invalid("`content` is missing or not a list")
@@ -156,10 +149,6 @@ def reply_of(body: Any, messages: Sequence[Message]) -> Reply:
                 raise invalid(f"`content[{n}].input` is missing")
             found.append((block.get("id"), block["name"], arguments_text(block["input"])))
     return Reply(clean("".join(text)), tool_calls(found, messages))
-
-
-def _error_text(body: dict[str, Any]) -> str:
-    return server_message(json.dumps(body).encode())
 
 
 # -- streaming ------------------------------------------------------------------------------
@@ -186,7 +175,7 @@ async def read_stream(response: httpx.Response, messages: Sequence[Message]) -> 
         if not isinstance(event, dict) or not isinstance(kind, str):
             raise invalid("a streamed event is not an object with a `type`")
         if kind == "error":
-            raise ModelError(f"the model server answered with an error: {_error_text(event)}")
+            raise answered_error(event)
         if kind == "message_stop":
             break
         index = event.get("index")
@@ -248,48 +237,25 @@ def _string(value: object, where: str) -> str:
 # -- the model ------------------------------------------------------------------------------
 
 
-class AnthropicModel:
-    """Claude through the Messages API. The key comes from the environment, never from config."""
+class AnthropicModel(HttpModel):
+    """Claude through the Messages API."""
 
-    def __init__(
-        self,
-        config: ModelConfig,
-        environ: Mapping[str, str],
-        *,
-        sleep: Sleep = anyio.sleep,
-        backoff: Sequence[float] = BACKOFF_S,
-    ) -> None:
-        self.config = config
-        self._key, self._key_problem = read_key(config.api_key_env, environ)
-        self._server = ModelServer(
-            config.base_url, config.timeout_s, config.api_key_env, sleep=sleep, backoff=backoff
-        )
-        self.url = messages_url(config.base_url)
+    def _url(self, base_url: str) -> str:
+        return messages_url(base_url)
 
-    def __repr__(self) -> str:
-        key = key_note(self.config.api_key_env, self._key)
-        mode = "streamed" if self.config.stream else "whole"
-        return f"<AnthropicModel {self.config.model!r} at {self.url}, {key}, {mode}>"
-
-    async def complete(
-        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
-    ) -> Reply:
-        if self._key_problem is not None:
-            raise ModelError(self._key_problem)
-        stream = self.config.stream
-        body = request_body(self.config.model, system, messages, tools, stream=stream)
+    def _headers(self, key: str | None) -> dict[str, str]:
         headers = {"anthropic-version": VERSION}
-        if self._key is not None:
-            headers["x-api-key"] = self._key
-        if stream:
-            headers["accept"] = "text/event-stream"
+        if key is not None:
+            headers["x-api-key"] = key
+        return headers
 
-        async def read(response: httpx.Response) -> Reply:
-            if stream:
-                return await read_stream(response, messages)
-            return reply_of(await read_json(response), messages)
+    def _body(
+        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec], stream: bool
+    ) -> dict[str, Any]:
+        return request_body(self.config.model, system, messages, tools, stream=stream)
 
-        return await self._server.post(self.url, body, headers, read, stream=stream)
+    def _whole(self, body: Any, messages: Sequence[Message]) -> Reply:
+        return reply_of(body, messages)
 
-    async def aclose(self) -> None:
-        await self._server.aclose()
+    async def _streamed(self, response: httpx.Response, messages: Sequence[Message]) -> Reply:
+        return await read_stream(response, messages)

@@ -260,6 +260,13 @@ async def sse_events(response: httpx.Response) -> AsyncIterator[tuple[str, str]]
         yield event or "message", "\n".join(data)
 
 
+def answered_error(body: dict[str, Any]) -> ModelError:
+    """An error object the server sent as its answer (or in its stream), as one line."""
+    return ModelError(
+        f"the model server answered with an error: {server_message(json.dumps(body).encode())}"
+    )
+
+
 def server_message(data: bytes) -> str:
     """The server's own words about an error, on one line and short."""
     text = data.decode("utf-8", "replace")

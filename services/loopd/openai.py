@@ -8,36 +8,29 @@ without an id) and strictly everywhere else. The answer is only read, never acte
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
 import httpx
 
-from bxcore.config import ModelConfig
 from bxcore.tools import ToolSpec
+from services.loopd.http_model import HttpModel
 from services.loopd.model import (
-    BACKOFF_S,
     Assistant,
     Message,
-    ModelError,
     Reply,
-    Sleep,
     ToolResult,
     User,
     clean,
     tool_calls,
 )
 from services.loopd.model_http import (
-    ModelServer,
+    answered_error,
     invalid,
     is_event_stream,
-    key_note,
     parse_json,
     read_json,
-    read_key,
-    server_message,
     sse_events,
 )
 from services.loopd.schemas import tool_schema
@@ -108,7 +101,7 @@ def reply_of(body: Any, messages: Sequence[Message]) -> Reply:
         raise invalid(f"expected a JSON object, got {_json_type(body)}")
     choices = body.get("choices")
     if choices is None and "error" in body:
-        raise ModelError(f"the model server answered with an error: {_error_text(body)}")
+        raise answered_error(body)
     if not isinstance(choices, list) or not choices:
         raise invalid("`choices` is missing or empty")
     first = choices[0]
@@ -168,10 +161,6 @@ def _json_type(value: object) -> str:
     return names.get(type(value), "a number")
 
 
-def _error_text(body: dict[str, Any]) -> str:
-    return server_message(json.dumps(body).encode())
-
-
 # -- streaming ------------------------------------------------------------------------------
 
 
@@ -198,7 +187,7 @@ async def read_stream(response: httpx.Response, messages: Sequence[Message]) -> 
         if not isinstance(chunk, dict):
             raise invalid("a streamed chunk is not a JSON object")
         if "error" in chunk:
-            raise ModelError(f"the model server answered with an error: {_error_text(chunk)}")
+            raise answered_error(chunk)
         choices = chunk.get("choices")
         if not choices:  # a usage chunk, say
             continue
@@ -256,46 +245,22 @@ def _add_calls(partials: dict[int, _Partial], deltas: object) -> None:
 # -- the model ------------------------------------------------------------------------------
 
 
-class OpenAIModel:
-    """A chat-completions server. The key comes from the environment, never from config."""
+class OpenAIModel(HttpModel):
+    """A chat-completions server."""
 
-    def __init__(
-        self,
-        config: ModelConfig,
-        environ: Mapping[str, str],
-        *,
-        sleep: Sleep = anyio.sleep,
-        backoff: Sequence[float] = BACKOFF_S,
-    ) -> None:
-        self.config = config
-        self._key, self._key_problem = read_key(config.api_key_env, environ)
-        self._server = ModelServer(
-            config.base_url, config.timeout_s, config.api_key_env, sleep=sleep, backoff=backoff
-        )
-        self.url = f"{self._server.base_url}/chat/completions"
+    def _url(self, base_url: str) -> str:
+        return f"{base_url}/chat/completions"
 
-    def __repr__(self) -> str:
-        key = key_note(self.config.api_key_env, self._key)
-        mode = "streamed" if self.config.stream else "whole"
-        return f"<OpenAIModel {self.config.model!r} at {self.url}, {key}, {mode}>"
+    def _headers(self, key: str | None) -> dict[str, str]:
+        return {"authorization": f"Bearer {key}"} if key is not None else {}
 
-    async def complete(
-        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
-    ) -> Reply:
-        if self._key_problem is not None:
-            raise ModelError(self._key_problem)
-        stream = self.config.stream
-        body = request_body(self.config.model, system, messages, tools, stream=stream)
-        headers = {"authorization": f"Bearer {self._key}"} if self._key is not None else {}
-        if stream:
-            headers["accept"] = "text/event-stream"
+    def _body(
+        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec], stream: bool
+    ) -> dict[str, Any]:
+        return request_body(self.config.model, system, messages, tools, stream=stream)
 
-        async def read(response: httpx.Response) -> Reply:
-            if stream:
-                return await read_stream(response, messages)
-            return reply_of(await read_json(response), messages)
+    def _whole(self, body: Any, messages: Sequence[Message]) -> Reply:
+        return reply_of(body, messages)
 
-        return await self._server.post(self.url, body, headers, read, stream=stream)
-
-    async def aclose(self) -> None:
-        await self._server.aclose()
+    async def _streamed(self, response: httpx.Response, messages: Sequence[Message]) -> Reply:
+        return await read_stream(response, messages)

@@ -1,0 +1,83 @@
+"""What the HTTP providers (`openai`, `anthropic`) share (SPEC §10.2): the key read from the
+environment, never from config; the model server with its retries (`model_http`); and one
+POST per completion, read whole or streamed. A provider subclasses `HttpModel` and says where
+it posts, how it signs, and how it writes and reads its own format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import anyio
+import httpx
+
+from bxcore.config import ModelConfig
+from bxcore.tools import ToolSpec
+from services.loopd.model import BACKOFF_S, Message, ModelError, Reply, Sleep
+from services.loopd.model_http import ModelServer, key_note, read_json, read_key
+
+
+class HttpModel:
+    """A model behind an HTTP API; the `_` methods below are the provider's to fill in."""
+
+    def __init__(
+        self,
+        config: ModelConfig,
+        environ: Mapping[str, str],
+        *,
+        sleep: Sleep = anyio.sleep,
+        backoff: Sequence[float] = BACKOFF_S,
+    ) -> None:
+        self.config = config
+        self._key, self._key_problem = read_key(config.api_key_env, environ)
+        self._server = ModelServer(
+            config.base_url, config.timeout_s, config.api_key_env, sleep=sleep, backoff=backoff
+        )
+        self.url = self._url(self._server.base_url)
+
+    def __repr__(self) -> str:
+        key = key_note(self.config.api_key_env, self._key)
+        mode = "streamed" if self.config.stream else "whole"
+        return f"<{type(self).__name__} {self.config.model!r} at {self.url}, {key}, {mode}>"
+
+    async def complete(
+        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> Reply:
+        if self._key_problem is not None:
+            raise ModelError(self._key_problem)
+        stream = self.config.stream
+        body = self._body(system, messages, tools, stream)
+        headers = self._headers(self._key)
+        if stream:
+            headers["accept"] = "text/event-stream"
+
+        async def read(response: httpx.Response) -> Reply:
+            if stream:
+                return await self._streamed(response, messages)
+            return self._whole(await read_json(response), messages)
+
+        return await self._server.post(self.url, body, headers, read, stream=stream)
+
+    async def aclose(self) -> None:
+        await self._server.aclose()
+
+    # -- what a provider says ---------------------------------------------------------------
+
+    def _url(self, base_url: str) -> str:
+        """Where completions are posted, from the base URL without its trailing `/`."""
+        raise NotImplementedError
+
+    def _headers(self, key: str | None) -> dict[str, str]:
+        raise NotImplementedError
+
+    def _body(
+        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec], stream: bool
+    ) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _whole(self, body: Any, messages: Sequence[Message]) -> Reply:
+        raise NotImplementedError
+
+    async def _streamed(self, response: httpx.Response, messages: Sequence[Message]) -> Reply:
+        raise NotImplementedError
