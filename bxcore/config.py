@@ -44,6 +44,7 @@ class ModelConfig:
 class LoopConfig:
     max_steps: int = default("loop", "max_steps")
     max_depth: int = default("loop", "max_depth")
+    max_calls_per_reply: int = default("loop", "max_calls_per_reply")
     system_prompt: str = default("loop", "system_prompt")
     subagent_prompt: str = default("loop", "subagent_prompt")
 
@@ -62,6 +63,8 @@ class SandboxConfig:
     fetch_timeout_s: float = default("sandbox", "fetch_timeout_s")
     memory_mb: int = default("sandbox", "memory_mb")
     max_processes: int = default("sandbox", "max_processes")
+    tmp_mb: int = default("sandbox", "tmp_mb")
+    user: str = default("sandbox", "user")
     fetch_pins: Mapping[str, str] = field(
         default_factory=lambda: default("sandbox", "fetch_pins"), hash=False
     )

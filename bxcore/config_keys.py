@@ -136,6 +136,15 @@ ABSOLUTE_PATH = _simple(
     lambda value: value == "" or (value[0] == "/" and "\x00" not in value and len(value) <= 4096),
 )
 
+USER = _simple(
+    "a user name or a uid, other than root",
+    lambda value: (
+        value not in ("root", "0")
+        and re.fullmatch(r"[a-z_][a-z0-9_-]{0,31}\$?|[0-9]{1,10}", value) is not None
+        and not (value.isdigit() and int(value) in (0, 4294967295))
+    ),
+)
+
 _LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
 _HOST = re.compile(rf"(?:{_LABEL}\.)+[a-z](?:[a-z0-9-]{{0,61}}[a-z0-9])?")
 
@@ -271,6 +280,8 @@ KEYS: tuple[Key, ...] = (
         "Most model calls in one turn."),
     Key("loop", "max_depth", Kind.INTEGER, 3, int_between(0, 16),
         "Most levels of sub-agents; 0 turns spawning off."),
+    Key("loop", "max_calls_per_reply", Kind.INTEGER, 32, int_between(1, 1000),
+        "Most tool calls run from one model answer; the model reads why the rest did not run."),
     Key("loop", "system_prompt", Kind.STRING, SYSTEM_PROMPT, text(65_536),
         "The system prompt of every session."),
     Key("loop", "subagent_prompt", Kind.STRING, SUBAGENT_PROMPT, text(65_536),
@@ -291,6 +302,11 @@ KEYS: tuple[Key, ...] = (
         "Memory limit of one tool call, in MiB."),
     Key("sandbox", "max_processes", Kind.INTEGER, 256, int_between(1, 65_536),
         "Most processes one tool call may run."),
+    Key("sandbox", "tmp_mb", Kind.INTEGER, 256, int_between(1, 1_048_576),
+        "Size of a tool call's private /tmp, and of its /dev/shm, in MiB."),
+    Key("sandbox", "user", Kind.STRING, "nobody", USER,
+        "Who tools run as when brokerd runs as root: a user name or uid, never root. "
+        "Otherwise tools run as brokerd's own user."),
     Key("sandbox", "fetch_pins", Kind.TABLE, MappingProxyType({}), FETCH_PINS,
         'For tests: host = "ip:port" sends the fetch proxy there instead of resolving '
         "the host, a loopback address included."),
