@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pwd
 import signal
 import subprocess
 import sys
@@ -134,3 +135,15 @@ def init_home(home: Path, config: str = "") -> Path:
     init(Home(home))
     (home / "config.toml").write_text(config)
     return home
+
+
+def tool_owned(*paths: Path) -> None:
+    """Give `paths`, and everything in them, to the user tools run as when the tests run as
+    root (`[sandbox] user`, nobody): brokerd never runs a tool as root, so a folder a test's
+    grant lets a tool write to must be that user's."""
+    if os.geteuid() != 0:
+        return
+    nobody = pwd.getpwnam("nobody")
+    for path in paths:
+        for each in (path, *path.rglob("*")):
+            os.lchown(each, nobody.pw_uid, nobody.pw_gid)
