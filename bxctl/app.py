@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 
 from bxcore.home import Home
+from bxcore.visible import visible
 from bxctl import audit_cmds, box_cmds, grant_cmds, owner_cmds, session_cmds
 from bxctl.init import init_home
 from bxctl.output import CommandError, say
@@ -84,4 +85,4 @@ def main() -> None:
 def _error(message: str, debug: bool) -> None:
     if debug:
         traceback.print_exc()
-    typer.echo(f"bxctl: {message}", err=True)
+    typer.echo(f"bxctl: {visible(message)}", err=True)

@@ -1,17 +1,20 @@
 """`bxctl chat` (SPEC §12, §13): the owner talks to the agent through gatewayd, watches the
 turn, and answers approvals inline when standard input is a terminal.
 
-A closed or empty standard input is never an answer: end of input leaves an approval for
-later (`bxctl approve`, the console), and an empty line asks again. Without a terminal, an
-approval is printed whole and chat waits for the verdict from elsewhere.
+Every line of a turn is shown in the agent's gutter (`owner_view.AGENT`); the box's cards,
+prompts and verdicts never are, so the model cannot draw a prompt the owner would take for
+the box's. Before each question, what was typed ahead is thrown away, and only the code of
+the card's own approval id approves it (`card_answer`). A closed or empty standard input is
+never an answer: end of input leaves an approval for later (`bxctl approve`, the console), and
+an empty line asks again. Without a terminal, an approval is printed whole and chat waits for
+the verdict from elsewhere.
 """
 
 from __future__ import annotations
 
-import os
-import select
 import sys
 import time
+from collections.abc import Callable
 from typing import Any, NoReturn, TextIO
 
 from bxcore import wire
@@ -29,27 +32,20 @@ from bxcore.messages import (
     PendingList,
     PendingQuery,
     Ping,
-    Scope,
     TurnEnd,
     TurnEvent,
     VerdictRequest,
 )
-from bxctl.output import CommandError, fail
+from bxcore.visible import visible
+from bxctl.card_answer import NotAnAnswer, prompt, read_answer
+from bxctl.keyboard import Keyboard, NothingYet
+from bxctl.output import CommandError, fail, terminal_width
 from bxctl.owner_link import OwnerLink, request_id
-from bxctl.owner_view import approval_card, event_lines, verdict_line, visible
+from bxctl.owner_view import agent_lines, approval_card, event_lines, verdict_line
 
 WAIT_MS = 5_000  # one long poll; sub-agents' approvals show within it
 CHECK_S = 1.0  # while the owner thinks, whether the approval is still pending
 PATIENCE_S = 30.0  # how long gatewayd may say loopd or brokerd is unavailable mid-turn
-PROMPT = "approve? [y/n/s(ession)] "
-ANSWERS = {
-    "y": (True, Scope.ONCE),
-    "yes": (True, Scope.ONCE),
-    "s": (True, Scope.SESSION),
-    "session": (True, Scope.SESSION),
-    "n": (False, Scope.ONCE),
-    "no": (False, Scope.ONCE),
-}
 
 
 class SettledElsewhere:
@@ -63,21 +59,23 @@ class Chat:
         session: str,
         *,
         by: str,
-        ask_inline: bool,
+        keyboard: Keyboard | None,
         as_json: bool = False,
         out: TextIO = sys.stdout,
+        width: Callable[[], int | None] = terminal_width,
     ) -> None:
         self.link = link
         self.session = session
         self.by = by
-        self.ask_inline = ask_inline
+        self.keyboard = keyboard  # None: approvals are answered elsewhere
         self.as_json = as_json
         self.cursor = 0  # the newest seq of the session read so far
         self._out = out
+        self._width = width  # the terminal's columns now (None: not a terminal)
         self._shown: set[str] = set()  # approvals asked about or printed
 
     def __repr__(self) -> str:
-        how = "inline" if self.ask_inline else "elsewhere"
+        how = "inline" if self.keyboard is not None and not self.as_json else "elsewhere"
         return f"Chat({self.session} after seq {self.cursor}, approvals answered {how})"
 
     def say(self, *lines: str) -> None:
@@ -128,7 +126,7 @@ class Chat:
         if self.as_json:
             self.say(wire.encode(event).decode())
         else:
-            self.say(*event_lines(event.event))
+            self.say(*agent_lines(event_lines(event.event), self._width()))
 
     # --- approvals ---------------------------------------------------------------------------
 
@@ -136,42 +134,43 @@ class Chat:
         if self.as_json:  # never asked inline: a script answers with `bxctl approve`
             self.say(wire.encode(ApprovalRequested(info)).decode())
             return
-        self.say(*approval_card(info, now_ms()))
-        if not self.ask_inline:
+        self.say(*approval_card(info, now_ms(), self._width()))
+        if self.keyboard is None:
             self.say(_elsewhere(info.approval))
             return
         while True:
-            self._out.write(PROMPT)
+            self.keyboard.discard()  # typed before this card was shown: not an answer to it
+            self._out.write(prompt(info))
             self._out.flush()
-            reply = self._read_answer(info.approval)
+            reply = self._read_answer(self.keyboard, info.approval)
             if isinstance(reply, SettledElsewhere):
                 self.say("", f"{info.approval} was settled elsewhere")
                 return
             if reply is None:  # end of input: not an answer (§13)
                 self.say("", f"left for later; {_elsewhere(info.approval)}")
                 return
-            choice = ANSWERS.get(reply.strip().lower())
-            if choice is None:
-                if reply.strip():
-                    self.say("answer y (approve once), s (approve for the session) or n (deny)")
+            verdict = read_answer(reply, info)
+            if verdict is None:
                 continue  # an empty line is not an answer: ask again
-            approve, scope = choice
-            verdict = VerdictRequest(request_id("chat"), info.approval, approve, scope, self.by)
-            answer = self.link.request(verdict, timeout_s=20.0)  # gatewayd answers a retry once
+            if isinstance(verdict, NotAnAnswer):
+                self.say(verdict.why)
+                continue
+            request = VerdictRequest(
+                request_id("chat"), info.approval, verdict.approve, verdict.scope, self.by
+            )
+            answer = self.link.request(request, timeout_s=20.0)  # gatewayd answers a retry once
             self.say(verdict_line(info.approval, answer)[0])
             if isinstance(answer, Error) and answer.code is ErrorCode.UNAVAILABLE:
                 self._shown.discard(info.approval)  # not settled: ask again at the next poll
             return
 
-    def _read_answer(self, approval: str) -> str | SettledElsewhere | None:
+    def _read_answer(self, keyboard: Keyboard, approval: str) -> str | SettledElsewhere | None:
         """A line from the terminal; None at its end; SettledElsewhere if, while waiting, the
         approval stopped being pending."""
-        fd = sys.stdin.fileno()
         while True:
-            ready, _, _ = select.select([fd], [], [], CHECK_S)
-            if ready:
-                data = os.read(fd, 65536)
-                return data.decode("utf-8", "replace") if data else None
+            line = keyboard.line(CHECK_S)
+            if not isinstance(line, NothingYet):
+                return line
             if not self._still_pending(approval):
                 return SettledElsewhere()
 
@@ -186,29 +185,28 @@ class Chat:
 
     # --- the console -------------------------------------------------------------------------
 
-    def console(self, terminal: bool) -> None:
+    def console(self) -> None:
         """Each line a message, each turn followed to its end; end of input leaves."""
         self.link.request(Ping(request_id("chat")), timeout_s=3.0, tries=2)  # is it up?
-        if terminal:
+        if self.keyboard is not None:
             self.say(f"boxmaker chat, session {self.session}; Ctrl-D leaves")
         while True:
-            line = _read_message(terminal, self._out)
+            line = self._read_message()
             if line is None:
-                if terminal:
+                if self.keyboard is not None:
                     self.say("")
                 return
             if line.strip():
                 self.follow(self.send(line))
 
-
-def _read_message(terminal: bool, out: TextIO) -> str | None:
-    if not terminal:
-        data = sys.stdin.buffer.readline()
-        return data.decode("utf-8", "replace").rstrip("\n") if data else None
-    out.write("you> ")
-    out.flush()
-    data = os.read(sys.stdin.fileno(), 65536)
-    return data.decode("utf-8", "replace").rstrip("\n") if data else None
+    def _read_message(self) -> str | None:
+        if self.keyboard is None:
+            data = sys.stdin.buffer.readline()
+            return data.decode("utf-8", "replace").rstrip("\n") if data else None
+        self._out.write("you> ")
+        self._out.flush()
+        line = self.keyboard.line()
+        return None if isinstance(line, NothingYet) else line
 
 
 def _elsewhere(approval: str) -> str:

@@ -1,15 +1,27 @@
 """How bxctl talks to the owner: tables on a terminal, plain columns when piped, JSON for
 scripts, and errors as one line on standard error (SPEC §13).
+
+Whatever it prints is text, never markup: every string passes through `bxcore.visible`, and
+rich gets `Text` objects only, so `[conceal]`, `[/x]` or an escape in a tool's argument, a
+ledger record or a grant file is shown as the characters it is.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
+
+from bxcore.visible import visible
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+FALLBACK_COLUMNS = 80  # a terminal that does not say its width (a fresh pty says 0)
 
 
 class CommandError(Exception):
@@ -28,14 +40,38 @@ def is_terminal() -> bool:
     return sys.stdout.isatty()
 
 
-def say(text: str, *, style: str | None = None) -> None:
-    """One line (or a few) for the owner; styled only on a terminal."""
-    if style is not None and is_terminal():
-        from rich.console import Console
+def terminal_width() -> int | None:
+    """The columns of the terminal the owner reads (standard output, else the standard input
+    or error it types on), from the terminal itself: None when none is a terminal.
 
-        Console(highlight=False).print(text, style=style, markup=False)
+    `$COLUMNS` is not read: a width larger than the real one would let the terminal wrap a
+    line where bxctl did not, and start a row with text the model chose."""
+    for stream in (sys.stdout, sys.stdin, sys.stderr):
+        try:
+            fd = stream.fileno()
+            if os.isatty(fd):
+                return os.get_terminal_size(fd).columns or FALLBACK_COLUMNS
+        except (AttributeError, ValueError, OSError):
+            continue
+    return None
+
+
+def _console() -> Console:
+    from rich.console import Console
+
+    return Console(highlight=False, markup=False, emoji=False)
+
+
+def say(text: str, *, style: str | None = None) -> None:
+    """One line for the owner, made visible (a newline in `text` too: say each line on its
+    own); styled only on a terminal."""
+    shown = visible(text)
+    if style is not None and is_terminal():
+        from rich.text import Text
+
+        _console().print(Text(shown, style=style))
     else:
-        typer.echo(text)
+        typer.echo(shown)
 
 
 def print_json(value: Any) -> None:
@@ -46,17 +82,20 @@ def table(
     columns: Sequence[str], rows: Sequence[Sequence[Any]], *, styles: dict[int, str] | None = None
 ) -> None:
     """Rows under their column names: a rich table on a terminal, aligned text otherwise.
+    Every cell is shown whole and made visible: a long one wraps, none is cut.
 
     `styles` maps a row's index to a rich style for that row (on a terminal only)."""
-    cells = [["" if c is None else str(c) for c in row] for row in rows]
+    cells = [["" if c is None else visible(str(c)) for c in row] for row in rows]
     if is_terminal():
-        from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
 
-        out = Table(*columns, header_style="bold", box=None, pad_edge=False)
+        out = Table(header_style="bold", box=None, pad_edge=False)
+        for column in columns:
+            out.add_column(Text(column), overflow="fold")
         for index, row in enumerate(cells):
-            out.add_row(*row, style=(styles or {}).get(index))
-        Console(highlight=False).print(out)
+            out.add_row(*(Text(c) for c in row), style=(styles or {}).get(index))
+        _console().print(out)
         return
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
     lines = [columns, *cells]

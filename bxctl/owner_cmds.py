@@ -13,7 +13,6 @@ import io
 import json
 import os
 import re
-import shutil
 import sys
 from typing import Annotated, Any
 
@@ -30,10 +29,12 @@ from bxcore.messages import (
     Scope,
     VerdictRequest,
 )
+from bxcore.visible import visible
 from bxctl.chat import Chat
-from bxctl.output import fail, print_json, say, table
+from bxctl.keyboard import Keyboard
+from bxctl.output import fail, print_json, say, terminal_width
 from bxctl.owner_link import OwnerLink, request_id
-from bxctl.owner_view import cut, inline_arguments, until, verdict_line, visible
+from bxctl.owner_view import approval_card, verdict_line
 
 DEFAULT_SESSION = "chat"
 APPROVAL_ID = re.compile(r"[a-z2-9]{8}")
@@ -77,12 +78,12 @@ def chat(
             link,
             session,
             by=f"bxctl chat ({_user()})",
-            ask_inline=terminal and not as_json,
+            keyboard=Keyboard(sys.stdin.fileno()) if terminal else None,
             as_json=as_json,
         )
         try:
             if message is None:
-                console.console(terminal)
+                console.console()
                 return
             reason = console.follow(console.send(message))
         except KeyboardInterrupt:
@@ -96,7 +97,7 @@ def chat(
 
 
 def pending(ctx: typer.Context, as_json: JsonOption = False) -> None:
-    """The approvals waiting for the owner, oldest first."""
+    """The approvals waiting for the owner, oldest first, each with every argument in full."""
     with OwnerLink(ctx.obj.home, "admin") as link:
         answer = link.request(PendingQuery(request_id("bxctl-pending")), timeout_s=5.0)
     if not isinstance(answer, PendingList):
@@ -107,23 +108,12 @@ def pending(ctx: typer.Context, as_json: JsonOption = False) -> None:
     if not answer.approvals:
         say("no approvals pending")
         return
-    width = max(20, shutil.get_terminal_size((120, 24)).columns // 3)
-    now = now_ms()
-    table(
-        ["ID", "SESSION", "TOOL", "ARGUMENTS", "GRANT", "WHY", "EXPIRES"],
-        [
-            [
-                info.approval,
-                info.session,
-                cut(visible(info.tool), 24),
-                inline_arguments(info.arguments, width),
-                cut(visible(info.grant), 24),
-                info.why.value,
-                until(info.expires, now),
-            ]
-            for info in answer.approvals
-        ],
-    )
+    now, width = now_ms(), terminal_width()
+    for index, info in enumerate(answer.approvals):
+        if index:
+            say("")
+        for line in approval_card(info, now, width):
+            say(line)
 
 
 def approve(

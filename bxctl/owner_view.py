@@ -2,13 +2,16 @@
 
 Pure: no I/O. Everything that came from the model (text, tool names, arguments) passes
 through `visible`, so a hostile model cannot move the cursor, clear a line or reorder text on
-the owner's terminal to paint a fake prompt or hide an argument.
+the owner's terminal. Every line of a turn is shown in the agent's gutter (`AGENT`), cut to
+the terminal's width so the terminal never wraps it: a row that does not start with the
+marker is the box's own (a card, a prompt, a verdict), and the model cannot draw one.
 """
 
 from __future__ import annotations
 
 import json
 import unicodedata
+from collections.abc import Iterable
 from typing import Any
 
 from bxcore.clock import parse_rfc3339
@@ -29,23 +32,12 @@ from bxcore.messages import (
     TurnEnd,
     TurnError,
 )
+from bxcore.visible import visible
 
 INLINE_ARGUMENTS = 160
-
-
-def visible(text: str, *, newlines: bool = False) -> str:
-    """`text` with every control and format character (ESC, CR, bidi overrides, …) shown as
-    an escape; newlines and tabs kept only where `newlines` says."""
-    out: list[str] = []
-    for char in text:
-        if newlines and char in "\n\t":
-            out.append(char)
-        elif unicodedata.category(char) in ("Cc", "Cf", "Cs", "Co", "Zl", "Zp"):
-            code = ord(char)
-            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
-        else:
-            out.append(char)
-    return "".join(out)
+AGENT = "agent│ "  # the gutter of every line of a turn; no line of the box starts with it
+CARD_CONTINUES = "      "  # where a card's line goes on when it is wider than the terminal
+TAB = 4
 
 
 def cut(text: str, width: int) -> str:
@@ -70,12 +62,70 @@ def pretty_arguments(arguments: str) -> list[str]:
     return visible(text, newlines=True).split("\n")
 
 
+# --- fitting lines to a terminal ------------------------------------------------------------
+
+
+def cells(char: str) -> int:
+    """The columns `char` may take on a terminal, counted high (an ambiguous or wide one as
+    two, a combining one as one): a piece cut by this count is never wider than reckoned."""
+    return 2 if unicodedata.east_asian_width(char) in ("W", "F", "A") else 1
+
+
+def columns(text: str) -> int:
+    return sum(cells(char) for char in text)
+
+
+def pieces(line: str, width: int) -> list[str]:
+    """`line` cut into pieces of at most `width` columns (at least one character each)."""
+    found: list[str] = []
+    start = used = 0
+    for index, char in enumerate(line):
+        size = cells(char)
+        if used + size > width and index > start:
+            found.append(line[start:index])
+            start, used = index, 0
+        used += size
+    found.append(line[start:])
+    return found
+
+
+def fitted(line: str, width: int | None, first: str, rest: str) -> list[str]:
+    """`line` after `first`, going on after `rest` on as many rows as it takes, each row at
+    most `width` columns (`None`: one row, however long). A row with nothing after its
+    lead-in ends where the lead-in's text does."""
+    line = line.expandtabs(TAB)
+    if width is None:
+        parts = [line]
+    else:
+        parts = pieces(line, max(1, width - max(columns(first), columns(rest))))
+    return [_row(first, parts[0]), *(_row(rest, part) for part in parts[1:])]
+
+
+def _row(lead: str, text: str) -> str:
+    return lead + text if text else lead.rstrip()
+
+
+def agent_lines(lines: Iterable[str], width: int | None = None) -> list[str]:
+    """Each line in the agent's gutter, every row of it (an empty one, a wrapped one too)."""
+    return [row for line in lines for row in fitted(line, width, AGENT, AGENT)]
+
+
+def card_lines(lines: Iterable[str], width: int | None = None) -> list[str]:
+    """A card's lines fitted to `width`: a line too long goes on indented, never at the left
+    margin, where only the box starts a row."""
+    return [row for line in lines for row in fitted(line, width, "", CARD_CONTINUES)]
+
+
+# --- a turn ---------------------------------------------------------------------------------
+
+
 def event_lines(event: Event) -> list[str]:
-    """What the owner reads of one turn event; nothing for their own message."""
+    """What the owner reads of one turn event (to show in the agent's gutter); nothing for
+    their own message."""
     if isinstance(event, OwnerSaid):
         return []
     if isinstance(event, AssistantText):
-        return [visible(event.text, newlines=True)]
+        return visible(event.text, newlines=True).split("\n")
     if isinstance(event, ToolCalled):
         return [f"→ {visible(event.tool)} {inline_arguments(event.arguments)}"]
     if isinstance(event, ToolDone):
@@ -95,30 +145,37 @@ def event_lines(event: Event) -> list[str]:
     return []
 
 
+# --- an approval ----------------------------------------------------------------------------
+
+
 def until(expires: str, now_ms: int) -> str:
     """`in 9m 58s`, or `expired`."""
     try:
         left = (parse_rfc3339(expires) - now_ms) // 1000
     except ValueError:
-        return expires
+        return visible(expires)
     if left <= 0:
         return "expired"
     minutes, seconds = divmod(left, 60)
     return f"in {minutes}m {seconds:02d}s" if minutes else f"in {seconds}s"
 
 
-def approval_card(info: ApprovalInfo, now_ms: int) -> list[str]:
-    """One pending approval with everything the owner decides on."""
+def approval_card(info: ApprovalInfo, now_ms: int, width: int | None = None) -> list[str]:
+    """One pending approval with everything the owner decides on: every argument, whole,
+    fitted to `width` (wrapping, never cutting)."""
     label = info.label.class_.value + (", untrusted" if info.label.untrusted else "")
-    return [
-        f"approval {info.approval}: {visible(info.tool)} in session {info.session}",
-        f"  why:     {info.why.value}",
-        f"  grant:   {visible(info.grant)}",
-        f"  label:   {label}",
-        f"  expires: {info.expires} ({until(info.expires, now_ms)})",
-        "  arguments:",
-        *(f"    {line}" for line in pretty_arguments(info.arguments)),
-    ]
+    return card_lines(
+        [
+            f"approval {info.approval}: {visible(info.tool)} in session {visible(info.session)}",
+            f"  why:     {info.why.value}",
+            f"  grant:   {visible(info.grant)}",
+            f"  label:   {label}",
+            f"  expires: {visible(info.expires)} ({until(info.expires, now_ms)})",
+            "  arguments:",
+            *(f"    {line}" for line in pretty_arguments(info.arguments)),
+        ],
+        width,
+    )
 
 
 def verdict_line(approval: str, answer: Any) -> tuple[str, bool]:
@@ -133,6 +190,6 @@ def verdict_line(approval: str, answer: Any) -> tuple[str, bool]:
         if answer.code is ErrorCode.ALREADY_SETTLED:
             return f"already settled: {visible(answer.message)}", False
         if answer.code is ErrorCode.UNKNOWN_APPROVAL:
-            return f"no such approval: {approval}", False
+            return f"no such approval: {visible(approval)}", False
         return f"{visible(answer.message)} ({answer.code})", False
     return f"unexpected answer: {type(answer).__name__}", False

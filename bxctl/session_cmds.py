@@ -22,6 +22,7 @@ from bxcore.messages import (
     StateQuery,
     TurnEvent,
 )
+from bxcore.visible import visible
 from bxctl.connect import ask
 from bxctl.output import fail, print_json, say, table
 
@@ -110,9 +111,9 @@ def show(
             }
         )
         return
-    say(f"{session}: {label_text(label)}, {len(events)} events")
+    say(f"{visible(session)}: {label_text(label)}, {len(events)} events")
     for event in events:
-        say(event_text(event))
+        say(visible(event_text(event)))
 
 
 def explain(
@@ -136,6 +137,6 @@ def explain(
         return
     outcome = answer.verdict.value + (f" ({answer.reason})" if answer.reason else "")
     style = {"allowed": "green", "ask": "yellow"}.get(answer.verdict.value, "red")
-    say(f"{tool}: {outcome}", style=style)
+    say(f"{visible(tool)}: {outcome}", style=style)
     for step in answer.steps:
-        say(f"  - {step}")
+        say(f"  - {visible(step)}")

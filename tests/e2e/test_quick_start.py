@@ -28,7 +28,7 @@ from tests.support.owner import Terminal
 
 README = REPO / "README.md"
 NOT_RUN = ("./install.sh", ".venv/bin/pytest")  # CI runs the first; the second is this suite
-PROMPT = r"approve\? \[y/n/s\(ession\)\] "
+PROMPT = r"approve [a-z2-9]{8}\? type ([a-z2-9]{4}) \(once\), \1 s \(session\) or n \(deny\): "
 
 
 @dataclass(frozen=True)
@@ -194,23 +194,24 @@ def check_up(user: NewUser, command: Command) -> None:
 
 
 def check_chat(user: NewUser, command: Command) -> None:
-    """A turn, on a terminal, each approval answered `y` as a new user would; on the demo box,
-    the demo turn: a read, a denial with its reason, and a command the owner approved."""
+    """A turn, on a terminal, each approval answered with the code its prompt shows, as a new
+    user would; on the demo box, the demo turn: a read, a denial with its reason, and a command
+    the owner approved."""
     home = user.home(command)
     with user.terminal(command) as term:
         approved = 0
         with contextlib.suppress(EOFError):
             while True:
-                term.expect(PROMPT, timeout=60)
-                term.type("y\n")
+                code = term.expect(PROMPT, timeout=60).group(1)
+                term.type(f"{code}\n")
                 approved += 1
         assert term.wait() == 0, term.screen.everything
     if home in user.demo:
         assert approved == 1
         in_order(
             term.screen.everything,
-            f'→ read_file {{"path": "{home}/workspace/welcome.md"}}\n✓ read_file (',
-            '→ read_file {"path": "/etc/shadow"}\n✗ read_file denied: no_grant\n',
+            f'agent│ → read_file {{"path": "{home}/workspace/welcome.md"}}\nagent│ ✓ read_file (',
+            'agent│ → read_file {"path": "/etc/shadow"}\nagent│ ✗ read_file denied: no_grant\n',
             "approval ",
             '"command": "ls -l"',
             ": the call runs\n",

@@ -8,7 +8,6 @@ terminal (a pty here) it asks inline. End of input and empty lines are never an 
 from __future__ import annotations
 
 import json
-import re
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -49,12 +48,12 @@ def test_chat_with_a_message_prints_the_turn(box: Box) -> None:
     result = box.bxctl("chat", "--session", "c-print", "read a.md")
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
-        "Let me look.",
-        f'→ read_file {{"path": "{notes}"}}',
-        "✓ read_file (17 bytes)",
-        '→ memory {"action": "note", "file": "n.md", "text": "x"}',
-        "✗ memory denied: invalid_arguments",
-        "It says hello.\\x1b[2J",  # the model cannot drive the owner's terminal
+        "agent│ Let me look.",
+        f'agent│ → read_file {{"path": "{notes}"}}',
+        "agent│ ✓ read_file (17 bytes)",
+        'agent│ → memory {"action": "note", "file": "n.md", "text": "x"}',
+        "agent│ ✗ memory denied: invalid_arguments",
+        "agent│ It says hello.\\x1b[2J",  # the model cannot drive the owner's terminal
     ]
 
 
@@ -79,8 +78,9 @@ def test_without_a_terminal_chat_prints_the_approval_and_waits_for_bxctl_approve
         assert "the grant asks" in card.string and "workspace-shell" in card.string
         assert chat.poll() is None, "it waits (its standard input is at its end)"
 
-        table = box.bxctl("pending")
-        assert re.search(rf"{approval}\s+c-wait\s+shell\s+\{{", table.stdout), table.stdout
+        listing = box.bxctl("pending").stdout
+        assert f"approval {approval}: shell in session c-wait\n" in listing, listing
+        assert '      "command": "echo \'one two\'",\n' in listing, listing
         listed = json.loads(box.bxctl("pending", "--json").stdout)
         mine = next(a for a in listed if a["approval"] == approval)
         assert json.loads(mine["arguments"])["command"] == "echo 'one two'"
@@ -111,6 +111,12 @@ def test_bxctl_deny_makes_the_model_read_the_refusal(box: Box) -> None:
     assert (unknown.returncode, unknown.stderr) == (1, "bxctl: no such approval: zzzz2222\n")
 
 
+def prompt(approval: str) -> str:
+    """The question under a card (a pattern): only the card's own code approves."""
+    code = approval[:4]
+    return rf"approve {approval}\? type {code} \(once\), {code} s \(session\) or n \(deny\): "
+
+
 def chat_on_a_terminal(box: Box, *argv: str) -> Terminal:
     return Terminal([sys.executable, "-m", "bxctl", "--home", str(box.home), "chat", *argv])
 
@@ -119,12 +125,12 @@ def test_end_of_input_and_empty_lines_are_never_an_answer(box: Box) -> None:
     box.model.script("make a file", shell(box, "touch made"), Answer(text="made it"))
     with chat_on_a_terminal(box, "--session", "c-eof", "make a file") as term:
         approval = term.expect(r"approval ([a-z2-9]{8}): shell").group(1)
-        term.expect(r"approve\? \[y/n/s\(ession\)\] ")
+        term.expect(prompt(approval))
         term.type("\n")  # an empty line: asked again
-        term.expect(r"approve\? \[y/n/s\(ession\)\] ")
+        term.expect(prompt(approval))
         term.type("maybe\n")
-        term.expect(r"answer y .* or n \(deny\)")
-        term.expect(r"approve\? ")
+        term.expect(rf"not an answer for {approval}: type {approval[:4]} to approve it once")
+        term.expect(prompt(approval))
         term.type("\x04")  # Ctrl-D: end of input
         term.expect(rf"left for later; waiting for the owner's verdict: `bxctl approve {approval}`")
         assert pending_ids(box, "c-eof") == [approval], "end of input neither approved nor denied"
@@ -140,7 +146,7 @@ def test_an_approval_settled_elsewhere_while_chat_asks_is_said_so(box: Box) -> N
     box.model.script("list files", shell(box, "ls"), Answer(text="listed"))
     with chat_on_a_terminal(box, "--session", "c-else", "list files") as term:
         approval = term.expect(r"approval ([a-z2-9]{8}): shell").group(1)
-        term.expect(r"approve\? \[y/n/s\(ession\)\] ")
+        term.expect(prompt(approval))
         assert box.bxctl("approve", approval, "--session-scope").returncode == 0
         term.expect(rf"{approval} was settled elsewhere")
         term.expect(r"✓ shell")
@@ -163,14 +169,14 @@ def test_an_interactive_chat_on_a_terminal_approves_inline(box: Box) -> None:
         term.type("count files\n")
         approval = term.expect(r"approval ([a-z2-9]{8}): shell in session c-tty").group(1)
         term.expect(r'"command": "ls \| wc -l"')
-        term.expect(r"approve\? \[y/n/s\(ession\)\] ")
-        term.type("y\n")
+        term.expect(prompt(approval))
+        term.type(f"{approval[:4]}\n")
         term.expect(rf"approved {approval}: the call runs")
-        term.expect(r"✓ shell")
-        term.expect(r"counted")
+        term.expect(r"agent│ ✓ shell")
+        term.expect(r"agent│ counted")
         term.expect(r"you> ")
         term.type("thanks\n")
-        term.expect(r"you are welcome")
+        term.expect(r"agent│ you are welcome")
         term.expect(r"you> ")
         term.type("\x04")
         assert term.wait() == 0
