@@ -33,6 +33,8 @@ from bxcore.messages import (
     ToolResponse,
 )
 from bxcore.router import tune
+from tests.support.brokerd import ledger_records
+from tests.support.daemons import init_home, running
 from tests.support.peers import FakeBrokerState
 
 PRIVATE = Label(DataClass.PRIVATE, False)
@@ -229,15 +231,16 @@ def test_a_note_is_recalled_with_the_label_brokerd_gave_when_it_was_noted(
     assert recall(peer, "meeting") == Done(True, "#1 the meeting is on Tuesday", PUBLIC_UNTRUSTED)
 
 
-def test_recalling_a_secret_note_gives_a_secret_label(
+def test_every_recall_carries_the_label_of_every_note_it_searched(
     memoryd: Memoryd, peer: Peer, broker: FakeBrokerState
 ) -> None:
+    assert recall(peer, "safe") == Done(True, "no notes match", CLEAN)  # nothing to search
     broker.labels["vault"] = SECRET_UNTRUSTED
     note(peer, "the safe code is 1234", session="vault")
     note(peer, "the safe is behind the painting", session="chat-1")
-    assert recall(peer, "painting").label == PRIVATE
     assert recall(peer, "safe").label == SECRET_UNTRUSTED
-    assert recall(peer, "nothing-like-it") == Done(True, "no notes match", CLEAN)
+    assert recall(peer, "painting").label == SECRET_UNTRUSTED  # the secret note was searched
+    assert recall(peer, "nothing-like-it") == Done(True, "no notes match", SECRET_UNTRUSTED)
 
 
 def test_forget_deletes_one_note_and_a_missing_one_is_not_ok(
@@ -395,3 +398,32 @@ def test_a_store_that_cannot_be_opened_stops_memoryd_with_one_line(
     assert lines == [f"memoryd: cannot open the memory store {Home(home).memory_db}: "
                      f"{home / 'memory'} is not a folder"]  # fmt: skip
     assert "Traceback" not in daemon.stderr()
+
+
+# --- through the real box: brokerd raises the session by what a recall searched ---------------
+
+
+def test_a_private_session_that_recalls_a_word_matching_nothing_becomes_secret(
+    short_tmp: Path,
+) -> None:
+    """Issue 9 (8): "no notes match" is one bit about every note, so a private session that
+    asks while a secret note exists is raised to secret, even though nothing came back."""
+    home = init_home(short_tmp / "box")
+    state = Home(home).state_broker
+    state.mkdir(parents=True)
+    (state / "vault.json").write_text('{"class": "secret", "untrusted": false}')
+    with running("brokerd", home) as brokerd, running("memoryd", home):
+        noted = brokerd.ask(
+            ToolRequest("r1", "vault", "c1", "memory", '{"action":"note","text":"PIN 4711"}')
+        )
+        assert noted == ToolResponse("r1", Done(True, "noted #1", CLEAN)), noted
+        assert brokerd.ask(StateQuery("q1", "chat-1")).label == PRIVATE
+        recalled = brokerd.ask(
+            ToolRequest("r2", "chat-1", "c2", "memory", '{"action":"recall","query":"4712"}')
+        )
+        assert recalled == ToolResponse("r2", Done(True, "no notes match", SECRET)), recalled
+        assert brokerd.ask(StateQuery("q2", "chat-1")).label == SECRET
+    raised = [r for r in ledger_records(home) if r["kind"] == "raised" and r["session"] == "chat-1"]
+    assert [(r["from"], r["to"]) for r in raised] == [
+        ({"class": "private", "untrusted": False}, {"class": "secret", "untrusted": False})
+    ]

@@ -1,5 +1,5 @@
-"""The memory store (SPEC §11): notes keep their label, recall joins the labels it returns,
-hostile queries are plain words, and a (session, call) acts once (I8)."""
+"""The memory store (SPEC §11): notes keep their label, a recall carries the join of every note
+it searched, hostile queries are plain words, and a (session, call) acts once (I8)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from services.memoryd.store import (
     match_expression,
     render_note,
     render_recall,
+    store_label,
 )
 
 PUBLIC = Label(DataClass.PUBLIC, False)
@@ -102,9 +103,11 @@ def test_recall_finds_notes_holding_any_word_best_first(store: Store) -> None:
     assert sorted(answer.output.splitlines()) == ["#1 milk", "#2 bread", "#3 milk and bread"]
 
 
-def test_recall_with_no_match_says_so_with_a_clean_label(store: Store) -> None:
+def test_recall_with_no_match_says_so_with_the_label_of_the_notes_it_searched(
+    store: Store,
+) -> None:
     note(store, "apples", SECRET)
-    assert store.recall("pears") == Answer(True, "no notes match", CLEAN)
+    assert store.recall("pears") == Answer(True, "no notes match", SECRET)
 
 
 def test_recall_on_an_empty_store_says_no_notes_match(store: Store) -> None:
@@ -137,7 +140,7 @@ def test_forget_deletes_the_note_and_says_so(store: Store) -> None:
     note(store, "old plan")
     assert store.forget("chat-1", "f1", "forget-1", 1, NOW) == Answer(True, "forgot #1", CLEAN)
     assert store.notes() == []
-    assert store.recall("plan") == Answer(True, "no notes match", CLEAN)
+    assert store.recall("plan") == Answer(True, "no notes match", CLEAN)  # the store is empty
 
 
 @pytest.mark.parametrize("note_id", [2, 0, -1, 2**63 - 1, -(2**63)])
@@ -162,24 +165,91 @@ def test_recalling_a_secret_note_carries_a_secret_label(store: Store) -> None:
     assert store.recall("launch").label == SECRET
 
 
-def test_the_recall_label_is_the_join_of_the_returned_notes_labels(store: Store) -> None:
+def test_every_recall_carries_the_join_of_every_note_in_the_store(store: Store) -> None:
     note(store, "tea public", PUBLIC)
     note(store, "tea untrusted", PUBLIC_UNTRUSTED)
     note(store, "tea private", PRIVATE)
     note(store, "coffee secret", SECRET)
-    assert store.recall("tea").label == Label(DataClass.PRIVATE, True)
-    assert store.recall("coffee").label == SECRET
-    assert store.recall("tea public").label == Label(DataClass.PRIVATE, True)
+    for query in ("tea", "coffee", "tea public", "nothing like it", ""):
+        assert store.recall(query).label == SECRET_UNTRUSTED, query
 
 
-def test_a_note_not_returned_does_not_raise_the_label(store: Store) -> None:
+def test_a_recall_that_matches_nothing_still_carries_a_secret_notes_label(store: Store) -> None:
+    note(store, "the vault code is 4711", SECRET)
+    note(store, "groceries", PUBLIC)
+    for query in ("4711", "4712", "zebra", "!!!"):
+        assert store.recall(query).label == SECRET, query
+    assert store.recall("zebra").output == "no notes match"
+
+
+def test_the_recall_label_falls_back_once_the_note_that_raised_it_is_forgotten(
+    store: Store,
+) -> None:
     note(store, "public words", PUBLIC)
-    for n in range(RECALL_LIMIT):
-        note(store, f"filler {n}", PUBLIC)
-    note(store, "secret words", SECRET)  # the newest: the recent list shows it
-    note(store, "x", PUBLIC)  # pushes "public words" out of the ten most recent
+    secret = note(store, "secret words", SECRET)
+    assert store.recall("public").label == SECRET
+    store.forget("chat-1", "f-secret", "forget", secret, NOW)
     assert store.recall("public").label == PUBLIC
-    assert store.recall("").label == SECRET
+    assert store.searched_label() == PUBLIC
+
+
+def test_an_empty_store_is_searched_as_public_and_trusted(store: Store) -> None:
+    assert store.searched_label() == CLEAN
+    assert store.recall("anything").label == CLEAN
+
+
+@pytest.mark.parametrize(
+    ("secret", "private", "untrusted", "label"),
+    [
+        (False, False, False, CLEAN),
+        (False, False, True, PUBLIC_UNTRUSTED),
+        (False, True, False, PRIVATE),
+        (True, False, False, SECRET),
+        (True, True, False, SECRET),
+        (True, True, True, SECRET_UNTRUSTED),
+        (False, True, True, Label(DataClass.PRIVATE, True)),
+    ],
+)
+def test_the_store_label_is_the_highest_class_present_and_any_untrusted(
+    secret: bool, private: bool, untrusted: bool, label: Label
+) -> None:
+    assert store_label(secret, private, untrusted) == label
+
+
+def test_the_searched_label_uses_the_label_indexes_not_a_scan(store: Store) -> None:
+    conn = sqlite3.connect(store.path)
+    try:
+        plan = conn.execute("EXPLAIN QUERY PLAN " + store_module._STORE_LABEL).fetchall()
+    finally:
+        conn.close()
+    details = [row[3] for row in plan]
+    assert not any(detail.startswith("SCAN notes") for detail in details), details
+    assert sum("USING COVERING INDEX" in detail for detail in details) == 3, details
+
+
+def test_a_store_made_before_the_label_indexes_gains_them_when_opened(path: Path) -> None:
+    Store.open(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("DROP INDEX notes_class")
+    conn.execute("DROP INDEX notes_untrusted")
+    conn.commit()
+    conn.close()
+    reopened = Store.open(path)
+    try:
+        note(reopened, "kept", SECRET)
+        assert reopened.recall("other").label == SECRET
+    finally:
+        reopened.close()
+    conn = sqlite3.connect(path)
+    names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+    conn.close()
+    assert {"notes_class", "notes_untrusted"} <= names
+
+
+def test_render_recall_joins_the_searched_label_with_every_note_given() -> None:
+    assert render_recall([], SECRET) == Answer(True, "no notes match", SECRET)
+    assert render_recall([(1, "a", PUBLIC_UNTRUSTED)], SECRET).label == SECRET_UNTRUSTED
+    assert render_recall([(1, "a", SECRET)], CLEAN).label == SECRET  # never below a note
 
 
 # --- hostile queries and text -----------------------------------------------------------------
@@ -278,7 +348,9 @@ def test_a_note_with_line_breaks_cannot_pose_as_another_note(store: Store) -> No
 
 
 def test_each_recalled_note_starts_its_own_line() -> None:
-    rendered = render_recall([(3, "a\nb", PUBLIC), (1, "c\u2028d", PUBLIC), (2, "", PUBLIC)])
+    rendered = render_recall(
+        [(3, "a\nb", PUBLIC), (1, "c\u2028d", PUBLIC), (2, "", PUBLIC)], PUBLIC
+    )
     starts = [line for line in rendered.output.split("\n") if not line.startswith(INDENT)]
     assert starts == ["#3 a", "#1 c", "#2 "]
 
@@ -290,14 +362,14 @@ def test_render_note_keeps_a_single_line_as_it_is() -> None:
 def test_a_recall_larger_than_the_output_limit_is_cut_and_says_so_keeping_every_label() -> None:
     big = "y" * (MAX_OUTPUT // 3)
     notes = [(n, big, SECRET if n == 10 else PUBLIC) for n in range(1, 11)]
-    answer = render_recall(notes)
+    answer = render_recall(notes, PUBLIC)
     assert len(answer.output.encode("utf-8")) <= MAX_OUTPUT + 100
     assert answer.output.endswith("[output cut at 1048576 bytes; 7 more notes not shown]")
     assert answer.label == SECRET  # the join of every note selected, shown or not
 
 
 def test_a_cut_never_splits_a_character() -> None:
-    answer = render_recall([(1, "é" * MAX_OUTPUT, PUBLIC)])
+    answer = render_recall([(1, "é" * MAX_OUTPUT, PUBLIC)], PUBLIC)
     answer.output.encode("utf-8")  # no lone surrogate, no broken character
     assert answer.output.endswith("[output cut at 1048576 bytes; 0 more notes not shown]")
 
