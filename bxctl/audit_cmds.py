@@ -1,10 +1,12 @@
 """`bxctl audit verify | tail` (SPEC §7, §13): the ledger checked against the owner's witness,
-and its newest records as a table.
+and its newest records as a table (every field made visible, shown as text: a tool's name or
+arguments cannot drive the owner's terminal).
 
 `verify` reads the file itself (brokerd need not run) and checks it against the newest head
 the owner's side has seen (gatewayd's and bxctl's witness files): a ledger shorter than, or
-different from, that head is reported as tampered. `tail` asks brokerd, or reads the file
-when brokerd is not running.
+different from, that head is reported as tampered (exit 1), also when what stands in for a
+witnessed record is a torn last line. `tail` asks brokerd, or reads the file when brokerd is
+not running.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ import typer
 from bxcore import witness
 from bxcore.home import Home
 from bxcore.messages import AuditRecords, AuditTail
+from bxcore.visible import visible
 from bxctl.connect import ask
 from bxctl.output import CommandError, fail, print_json, say, table
+from bxctl.owner_view import cut
 from services.brokerd.ledger import LedgerUnavailable
 from services.brokerd.ledger import verify as verify_ledger
 from services.brokerd.records import Head, parse_line
@@ -27,6 +31,7 @@ app = typer.Typer(help="The audit ledger: every decision, in a hash chain.", no_
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 WITNESSES = ("gatewayd", "bxctl")
+WHAT = 60  # of a call's tool and arguments in `tail`; `--json` and `pending` show them whole
 
 
 @app.command()
@@ -60,9 +65,10 @@ def verify(ctx: typer.Context, as_json: JsonOption = False) -> None:
         witness.keep(home.witness("bxctl"), witness.Seen(report.head.seq, report.head.hash))
         checked = "" if seen is None else f", including the head the owner saw (seq {seen.seq})"
         _report(as_json, data, f"{report}{checked}", style="green")
-    elif report.torn:
-        _report(as_json, data, f"{report} (a torn last line: brokerd cuts it at its next start)",
-                style="yellow")  # fmt: skip
+    elif report.torn:  # newer than any head the owner saw, or `verify` reports tampering
+        newer = "" if seen is None else f", after the head the owner saw (seq {seen.seq})"
+        _report(as_json, data, f"{report} (a torn last line{newer}: brokerd cuts it at its "
+                "next start)", style="yellow")  # fmt: skip
     else:
         _report(as_json, data, f"bad: {report}", style="red")
         raise typer.Exit(1)
@@ -106,7 +112,7 @@ def _row(record: dict[str, Any]) -> list[Any]:
     kind = record.get("kind")
     what = outcome = ""
     if kind == "decision":
-        what = f"{record.get('tool')} {record.get('arguments', '')}"[:60]
+        what = cut(visible(f"{record.get('tool')} {record.get('arguments', '')}"), WHAT)
         outcome = " ".join(str(record.get(k)) for k in ("outcome", "reason", "grant")
                            if record.get(k))  # fmt: skip
     elif kind == "executed":

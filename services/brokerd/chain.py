@@ -72,15 +72,21 @@ class ChainCheck:
     def _fail(self, number: int, why: str, *, shape: bool = False) -> None:
         self.bad_line, self.why, self.shape_problem = number, f"line {number}: {why}", shape
 
+    def short_of_witness(self) -> str | None:
+        """One line when the good records so far end before the witness's seq, else None."""
+        w = self._witness
+        if w is None or self.head.seq >= w.seq:
+            return None
+        return (
+            f"the ledger ends at seq {self.head.seq}, before {self._witness_name} "
+            f"(seq {w.seq}): cut or rewritten"
+        )
+
     def report(self) -> ChainReport:
         """The result so far; with a witness, also whether the chain reached it."""
-        w = self._witness
-        if self.why is None and w is not None and self.head.seq < w.seq:
-            why = (
-                f"the ledger ends at seq {self.head.seq}, before {self._witness_name} "
-                f"(seq {w.seq}): cut or rewritten"
-            )
-            return ChainReport(self.head.seq, self.head, None, why)
+        short = self.short_of_witness()
+        if self.why is None and short is not None:
+            return ChainReport(self.head.seq, self.head, None, short)
         return ChainReport(self.head.seq, self.head, self.bad_line, self.why)
 
 

@@ -111,6 +111,13 @@ def _scan(
         if on_record is not None:
             on_record(record)
     report = check.report()
+    short = check.short_of_witness()  # only with a witness (never with `confirmed`)
+    if cut_why is not None and short is not None:
+        # A torn last line is benign only when it is newer than the head the owner saw: here
+        # a record the owner saw whole is gone or torn, so the file was cut or rewritten, and
+        # nothing after the good records may be cut (it is the evidence).
+        bad = ChainReport(check.head.seq, check.head, check.head.seq + 1, f"{cut_why}; {short}")
+        return _Scan(bad, good, None)
     if report.ok and (cut_why or torn_why):  # the line was never fed to the check
         report = replace(report, bad_line=report.records + 1, why=cut_why or torn_why)
     return _Scan(replace(report, torn=cut_why is not None), good, cut_why)
@@ -119,7 +126,8 @@ def _scan(
 def verify(path: str | os.PathLike[str], *, witness: Head | None = None) -> ChainReport:
     """Checks the whole file without writing (`bxctl audit verify`). `str(report)` is
     `ok: N records` or the first bad line; a torn last line is reported (`torn`), as brokerd
-    will cut it at its next start. `witness`: the newest head the owner saw (§7)."""
+    will cut it at its next start. `witness`: the newest head the owner saw (§7); a torn last
+    line at or before its seq is not `torn` but tampering: the owner saw that record whole."""
     try:
         with open(path, "rb") as f:
             return _scan(f, witness=witness).report

@@ -315,6 +315,63 @@ def test_verify_checks_against_a_head_the_owner_saw(path: Path) -> None:
     assert "before the head seen (seq 4)" in str(verify(path, witness=seen))
 
 
+@pytest.mark.parametrize(
+    "stub",
+    [b'{"seq":4,"at":"2026-11-', b"\x00\x00\x00", b'{"seq":4,"at":\n', b"\n"],
+    ids=["no-newline", "nul-bytes", "not-json", "empty-line"],
+)
+def test_a_witnessed_record_replaced_by_a_torn_stub_is_tampering_not_a_torn_write(
+    path: Path, stub: bytes
+) -> None:
+    """Issue 9 (9): the owner saw seq 4 whole, so a torn line at seq 4 is no unanswered write."""
+    fill(path, 4)
+    seen = Head(4, line_hash(lines_of(path)[-1]))
+    path.write_bytes(b"".join(line + b"\n" for line in lines_of(path)[:3]) + stub)
+    before = path.read_bytes()
+    report = verify(path, witness=seen)
+    assert not report.ok and not report.torn
+    assert (report.records, report.bad_line) == (3, 4)
+    assert str(report).startswith("line 4: ")
+    assert str(report).endswith(
+        "; the ledger ends at seq 3, before the head seen (seq 4): cut or rewritten"
+    )
+    assert "\n" not in str(report)
+    assert path.read_bytes() == before
+
+
+def test_a_torn_stub_that_hides_more_witnessed_records_is_tampering_too(path: Path) -> None:
+    fill(path, 5)
+    seen = Head(5, line_hash(lines_of(path)[-1]))
+    path.write_bytes(b"".join(line + b"\n" for line in lines_of(path)[:2]) + b'{"seq":3')
+    report = verify(path, witness=seen)
+    assert not report.ok and not report.torn and report.bad_line == 3
+    assert "before the head seen (seq 5)" in str(report)
+
+
+@pytest.mark.parametrize("witnessed", [0, 3, 4])
+def test_a_torn_line_newer_than_the_witnessed_head_is_still_only_a_torn_write(
+    path: Path, witnessed: int
+) -> None:
+    fill(path, 4)
+    lines = lines_of(path)
+    seen = None if witnessed == 0 else Head(witnessed, line_hash(lines[witnessed - 1]))
+    with path.open("ab") as f:
+        f.write(b'{"seq":5,"at":')
+    report = verify(path, witness=seen)
+    assert not report.ok and report.torn and report.bad_line == 5 and report.records == 4
+    assert str(report) == "line 5: the last line has no newline (a torn write)"
+
+
+def test_a_torn_write_that_brokerd_recovered_after_the_witness_verifies(path: Path) -> None:
+    fill(path, 4)
+    seen = Head(4, line_hash(lines_of(path)[-1]))
+    with path.open("ab") as f:
+        f.write(b'{"seq":5')
+    with open_again(path) as ledger:  # brokerd's start: cut, and a `recovered` record
+        assert ledger.head.seq == 5
+    assert verify(path, witness=seen).ok
+
+
 def test_verify_of_a_missing_file_is_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(LedgerUnavailable, match="cannot read the ledger"):
         verify(tmp_path / "nothing.jsonl")
