@@ -31,6 +31,15 @@ def byte_length_between(text: str, low: int, high: int) -> bool:
     return low <= size <= high
 
 
+SUB_AGENT_PREFIX = "sub-"
+
+
+def kept_for_sub_agents(session: str) -> bool:
+    """True for an id that only loopd's spawns may give (`sub-…`, §10.5): the owner may not
+    name a session so, so no spawn can ever be handed a session that has a history."""
+    return session.startswith(SUB_AGENT_PREFIX)
+
+
 def parent_of_sub(session: str) -> str | None:
     """The parent of a sub-agent's id `sub-<parent>-<n>` (§6.3, §10.5), or None for any
     other id: the right piece must be ASCII digits and the left a valid session id."""

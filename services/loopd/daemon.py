@@ -1,8 +1,9 @@
 """loopd's shell (SPEC §10): the `loop` socket, the `loop-events` stream, and a worker per
 busy session, so each session runs one turn at a time and sessions run side by side.
 
-An owner message is written to the session's history before it is accepted. At start, loopd
-reads every history and resumes the turns a crash cut off (§10.6). It never writes
+An owner message is written to the session's history before it is accepted; one for a session
+id of the sub-agents' form (`sub-…`) is refused, writing nothing. At start, loopd reads every
+history and resumes the turns a crash cut off (§10.6). It never writes
 `{home}/state/`; it cannot approve, and its only peer with power is brokerd's broker socket.
 """
 
@@ -19,7 +20,7 @@ from anyio.abc import TaskGroup
 from bxcore.client import Client
 from bxcore.daemon import Context
 from bxcore.events import Publisher
-from bxcore.ids import valid_session
+from bxcore.ids import SUB_AGENT_PREFIX, kept_for_sub_agents, valid_session
 from bxcore.messages import (
     Accepted,
     Error,
@@ -42,6 +43,10 @@ from services.loopd.turn import Turns
 log = logging.getLogger("loopd")
 
 REMEMBERED = 1024  # owner messages whose answer a retry gets again
+SUB_SESSION_REFUSED = (
+    f"session ids starting with {SUB_AGENT_PREFIX} are kept for sub-agents; "
+    "choose another session name"
+)
 HISTORY_BUDGET = MAX_MESSAGE // 2  # events are escaped once more inside a history message
 
 
@@ -60,6 +65,7 @@ class Loop:
             lambda: Client(ctx.zmq, broker, name="brokerd", timeout=10.0),
             self.log,
             publisher.publish,
+            self.has_history,
         )
 
     def __repr__(self) -> str:
@@ -71,6 +77,13 @@ class Loop:
             found = SessionLog.load(session, self._ctx.home.session_history(session))
             self._logs[session] = found
         return found
+
+    def has_history(self, session: str) -> bool:
+        """True when `session` exists: its history is on disk, or loaded and not empty."""
+        loaded = self._logs.get(session)
+        if loaded is not None and loaded.records:
+            return True
+        return self._ctx.home.session_history(session).exists()
 
     def resume(self) -> None:
         """Load every history and resume cut-off turns (a sub-agent's by its parent's)."""
@@ -90,6 +103,8 @@ class Loop:
             repeat = self._accepted.get(message.id)
             if repeat is not None and repeat.session == message.session:
                 return repeat  # a retried request (§3.1): the same answer, no second turn
+            if kept_for_sub_agents(message.session):  # a spawn must never find it taken
+                return Error(message.id, ErrorCode.BAD_MESSAGE, SUB_SESSION_REFUSED)
             session = self.log(message.session)
             turn = session.turns + 1
             said = session.event(turn, OwnerSaid(message.text))

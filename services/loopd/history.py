@@ -182,6 +182,11 @@ class SessionLog:
                 by_turn.setdefault(record.turn, []).append(result)
         return [message for turn in sorted(by_turn) for message in by_turn[turn]]
 
+    def reply_calls(self, turn: int) -> tuple[Call, ...]:
+        """Every call of `turn`'s last model reply, in the model's order (none: no reply)."""
+        replies = [r for r in self.records if isinstance(r, ModelReply) and r.turn == turn]
+        return replies[-1].calls if replies else ()
+
     def open_calls(self, turn: int) -> list[tuple[Call, bool]]:
         """The calls of `turn`'s last model reply that have no result yet (after a crash),
         each with whether the owner was already shown its `tool_called` event."""

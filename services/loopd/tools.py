@@ -1,7 +1,8 @@
 """What the model reads back from a tool call (SPEC §10.3, §3.5).
 
 `done` is the output cut by `cap_result`; `denied` is `denial_message(reason, detail)`;
-`error` is `Error: …`; `pending` is nothing yet. Pure: no I/O.
+`error` is `Error: …`; `pending` is nothing yet; a call past `max_calls_per_reply` in one
+answer is `too_many_calls`. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -26,6 +27,15 @@ def cap_result(output: str) -> str:
     if len(output) <= CAP:
         return output
     return f"{output[:CAP]}\n[… {len(output) - CAP} more characters cut]"
+
+
+def too_many_calls(cap: int) -> str:
+    """What the model reads for each call of one answer past the first `cap` (never sent to
+    brokerd): `[loop] max_calls_per_reply`."""
+    return (
+        f"Error: only the first {cap} tool calls of one answer are run; "
+        "send the rest again in a later answer."
+    )
 
 
 def result_text(outcome: Outcome) -> str | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from bxcore import wire
@@ -52,7 +52,7 @@ from services.loopd.history import (
     encode,
 )
 from services.loopd.model import Model, ModelError
-from services.loopd.tools import cap_result, result_text
+from services.loopd.tools import cap_result, result_text, too_many_calls
 
 log = logging.getLogger("loopd")
 
@@ -76,12 +76,14 @@ class Turns:
         broker: Callable[[], Client],
         logs: Callable[[str], SessionLog],
         publish: Callable[[TurnEvent], None],
+        has_history: Callable[[str], bool],
     ) -> None:
         self.config = config
         self.model = model
         self._broker = broker
         self._logs = logs
         self._publish = publish
+        self._has_history = has_history  # a session that exists, on disk or in memory
         longest = max(config.sandbox.shell_timeout_s, config.sandbox.fetch_timeout_s)
         self._call_tries = int(longest // 10) + 4  # a retry joins the call in flight (I8)
 
@@ -105,8 +107,8 @@ class Turns:
             self.emit(session, turn, TurnEnd(EndReason.DONE))
             return text
         try:
-            for call, shown in session.open_calls(turn):
-                await self._call(session, turn, call, depth, shown=shown)
+            open_calls = session.open_calls(turn)
+            await self._answer(session, turn, depth, open_calls, session.reply_calls(turn))
             while True:
                 step = session.steps(turn)
                 if step >= loop.max_steps:
@@ -128,12 +130,33 @@ class Turns:
                 if not calls:
                     self.emit(session, turn, TurnEnd(EndReason.DONE))
                     return reply.text
-                for call in calls:
-                    await self._call(session, turn, call, depth)
+                cap = loop.max_calls_per_reply
+                if len(calls) > cap:  # once a reply; each refused call's result says it too
+                    self.emit(session, turn, TurnError(too_many_calls_said(len(calls), cap)))
+                await self._answer(session, turn, depth, [(c, False) for c in calls], calls)
         except BrokerGone as gone:
             self.emit(session, turn, TurnError(short(str(gone))))
             self.emit(session, turn, TurnEnd(EndReason.ERROR))
             return ""
+
+    async def _answer(
+        self,
+        session: SessionLog,
+        turn: int,
+        depth: int,
+        open_calls: Sequence[tuple[Call, bool]],
+        reply_calls: Sequence[Call],
+    ) -> None:
+        """Give each open call of a reply its result, in the model's order: the first
+        `max_calls_per_reply` of the reply go to brokerd (or spawn), every later one is
+        answered `too_many_calls` and goes nowhere, also when a turn is resumed."""
+        cap = self.config.loop.max_calls_per_reply
+        beyond = {call.id for call in reply_calls[cap:]}
+        for call, shown in open_calls:
+            if call.id in beyond:
+                session.append(ToolResultRecord(turn, call.id, too_many_calls(cap)))
+            else:
+                await self._call(session, turn, call, depth, shown=shown)
 
     async def _call(
         self, session: SessionLog, turn: int, call: Call, depth: int, *, shown: bool = False
@@ -210,8 +233,8 @@ class Turns:
             return f"Error: sub-agents may be nested at most {self.config.loop.max_depth} deep."
         child_id = parent.spawns.get(call.id)
         if child_id is None:
-            child_id = f"sub-{parent.session}-{len(parent.spawns) + 1}"
-            if not valid_session(child_id):
+            child_id = self._fresh_child(parent)
+            if child_id is None:
                 return "Error: this session's id is too long to start a sub-agent from."
             first = TurnEvent(child_id, 1, 1, OwnerSaid(task))
             if len(encode(first)) > wire.MAX_MESSAGE // 2:  # it must fit in an event and a page
@@ -234,6 +257,28 @@ class Turns:
         if failure is not None:  # a failed spawn is a result the model reads (§10.5)
             return f"Error: the sub-agent stopped with an error: {failure}"
         return cap_result(text or "(the sub-agent gave no answer)")
+
+    def _fresh_child(self, parent: SessionLog) -> str | None:
+        """The next `sub-<parent>-<n>` (n from the spawns so far + 1) that no session has
+        used: a spawn never takes over a session with a history (an owner's, from before
+        owner sessions were refused the `sub-` form, or another child's). None when the id
+        would be too long."""
+        n = len(parent.spawns) + 1
+        given = set(parent.spawns.values())
+        while valid_session(child := f"sub-{parent.session}-{n}"):
+            if child not in given and not self._has_history(child):
+                return child
+            n += 1
+        return None
+
+
+def too_many_calls_said(asked: int, cap: int) -> str:
+    """The owner's `error` event for a reply with more calls than `cap` (the reason, as a
+    denial's: the model reads `too_many_calls` for each refused call)."""
+    return (
+        f"the model asked for {asked} tool calls in one answer; only the first {cap} run "
+        f"([loop] max_calls_per_reply), the other {asked - cap} were refused without brokerd"
+    )
 
 
 class BrokerGone(Exception):

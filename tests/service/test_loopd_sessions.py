@@ -1,5 +1,7 @@
 """Turns and sessions (SPEC §10.1): sessions run side by side, one session's turns one at a
-time and in order, and a turn stops at `[loop] max_steps` model calls (4 here).
+time and in order, and a turn stops at `[loop] max_steps` model calls (4 here). The owner may
+not name a session like a sub-agent, a spawn never takes a session that has a history, and only
+the first `[loop] max_calls_per_reply` calls of one model answer reach brokerd (issue 9).
 
 The fake model answers over real HTTP; brokerd and memoryd are real.
 """
@@ -12,19 +14,37 @@ from collections.abc import Iterator
 
 import pytest
 
+from bxcore.config import Config
 from bxcore.messages import (
     AssistantText,
     EndReason,
+    Error,
+    ErrorCode,
     OwnerMessage,
     OwnerSaid,
+    SessionList,
+    SessionsQuery,
     ToolCalled,
     ToolDone,
     TurnEnd,
+    TurnError,
 )
-from tests.fakes.model_server import Action, FakeModel, Request
+from services.loopd.daemon import SUB_SESSION_REFUSED
+from services.loopd.tools import too_many_calls
+from services.loopd.turn import too_many_calls_said
+from tests.fakes.model_server import Action, Answer, FakeModel, Request
+from tests.fakes.model_server import Call as ModelCall
 from tests.support.brokerd import records_of, short_folder
 from tests.support.daemons import init_home
-from tests.support.loopd import Conversations, Loop, answer, call, messages, stack
+from tests.support.loopd import (
+    Conversations,
+    Loop,
+    answer,
+    call,
+    messages,
+    stack,
+    tool_results,
+)
 
 MAX_STEPS = 4
 
@@ -128,3 +148,74 @@ def test_a_long_owner_message_is_kept_whole_and_the_history_pages_past_it(loop: 
         TurnEnd(EndReason.DONE),
     ]
     assert messages(loop.conversations.requests(words)[0])[-1]["content"] == words
+
+
+# --- sessions of the sub-agents' form (issue 9) -----------------------------------------------
+
+
+def test_an_owner_message_to_a_session_of_the_sub_agents_form_is_refused_writing_nothing(
+    loop: Loop,
+) -> None:
+    for session in ("sub-x-1", "sub-anything"):
+        refused = loop.loopd.ask(OwnerMessage(f"o-{session}", session, "hello"))
+        assert refused == Error(f"o-{session}", ErrorCode.BAD_MESSAGE, SUB_SESSION_REFUSED)
+        assert not (loop.home / "sessions" / f"{session}.jsonl").exists()
+        listed = loop.loopd.ask(SessionsQuery("q"))
+        assert isinstance(listed, SessionList)
+        assert session not in [s.session for s in listed.sessions]
+    assert "\n" not in SUB_SESSION_REFUSED
+
+
+def test_a_spawn_never_takes_over_a_session_that_already_has_a_history(loop: Loop) -> None:
+    """Issue 9: `sub-spawner-1` holds an owner's old conversation (made before such names were
+    refused); the first spawn of `spawner` gets `sub-spawner-2` and runs its task."""
+    loop.script("an old question", [answer("THE OLD ANSWER")])
+    loop.wait_end("old-owner", loop.say("old-owner", "an old question"))
+    sessions = loop.home / "sessions"
+    old = (
+        (sessions / "old-owner.jsonl")
+        .read_bytes()
+        .replace(b'"session":"old-owner"', b'"session":"sub-spawner-1"')
+    )
+    (sessions / "sub-spawner-1.jsonl").write_bytes(old)
+    task = "helper: say something fresh"
+    loop.script("spawn a helper please", [call("spawn", task=task), answer("Done.")])
+    loop.script(task, [answer("a fresh answer")])
+
+    events = loop.wait_end("spawner", loop.say("spawner", "spawn a helper please"))
+
+    assert events[-1] == TurnEnd(EndReason.DONE)
+    requests = loop.conversations.requests("spawn a helper please")
+    assert tool_results(requests[-1]) == ["a fresh answer"]
+    assert loop.history("sub-spawner-2")[0].event == OwnerSaid(task)
+    assert (sessions / "sub-spawner-1.jsonl").read_bytes() == old  # untouched
+
+
+# --- tool calls in one model reply (issue 9) --------------------------------------------------
+
+
+def test_only_the_first_max_calls_per_reply_calls_of_one_answer_reach_brokerd(loop: Loop) -> None:
+    cap = Config().loop.max_calls_per_reply
+    asked = cap + 8
+    recall = json.dumps({"action": "recall", "query": "anything"})
+    words = f"recall {asked} times at once"
+    many = Answer("", tuple(ModelCall("memory", recall) for _ in range(asked)))
+    loop.script(words, [many, answer("Enough.")])
+
+    events = loop.wait_end("many", loop.say("many", words))
+
+    decisions = [r for r in records_of(loop.home, "many") if r["kind"] == "decision"]
+    assert len(decisions) == cap
+    results = tool_results(loop.conversations.requests(words)[-1])
+    assert len(results) == asked  # every call of the answer has its result, in its order
+    assert results[:cap] == ["no notes match"] * cap
+    sentence = too_many_calls(cap)
+    assert results[cap:] == [sentence] * 8
+    assert sentence == (
+        f"Error: only the first {cap} tool calls of one answer are run; "
+        "send the rest again in a later answer."
+    )
+    assert events.count(ToolCalled("memory", recall)) == cap
+    errors = [e for e in events if isinstance(e, TurnError)]
+    assert errors == [TurnError(too_many_calls_said(asked, cap))]
+    assert events[-2:] == [AssistantText("Enough."), TurnEnd(EndReason.DONE)]
