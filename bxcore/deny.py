@@ -17,6 +17,7 @@ class DenyReason(enum.StrEnum):
     OWNER_DENIED = "owner_denied"
     APPROVAL_EXPIRED = "approval_expired"
     AUDIT_UNAVAILABLE = "audit_unavailable"
+    PROTECTED = "protected"  # boxmaker's own files (issue 9): no grant reaches them
 
 
 _TEXT = {
@@ -30,6 +31,7 @@ _TEXT = {
     DenyReason.OWNER_DENIED: "Denied: the owner refused this call.",
     DenyReason.APPROVAL_EXPIRED: "Denied: the owner did not answer in time.",
     DenyReason.AUDIT_UNAVAILABLE: "Denied: the audit log cannot be written, so nothing can run.",
+    DenyReason.PROTECTED: "Denied: this path holds boxmaker's own files, which no tool may touch.",
 }
 
 

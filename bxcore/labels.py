@@ -40,6 +40,11 @@ class Label:
         higher = self.class_ if self.class_.rank >= other.class_.rank else other.class_
         return Label(higher, self.untrusted or other.untrusted)
 
+    def at_most(self, other: Label) -> bool:
+        """True when `other` is at least this label: its class as high, and untrusted if
+        this one is."""
+        return self.class_.at_most(other.class_) and (other.untrusted or not self.untrusted)
+
     def __repr__(self) -> str:
         return f"Label({self.class_.value}{', untrusted' if self.untrusted else ''})"
 

@@ -161,7 +161,9 @@ class Admin:
         if grants.invalid:
             names = ", ".join(g.id for g in grants.invalid)
             trace.append(f"invalid grants, never matching: {names}")
-        decision = policy.decide(label, message.tool, message.arguments, grants.valid, trace)
+        decision = policy.decide(
+            label, message.tool, message.arguments, grants.valid, trace, self.broker.own
+        )
         steps = tuple(short(step) for step in trace)
         if isinstance(decision, policy.Denied):
             winner = decision.grant.id if decision.grant else None

@@ -38,6 +38,7 @@ from services.brokerd.courier import Courier
 from services.brokerd.grants import Grant, GrantsFolder
 from services.brokerd.ledger import Ledger, LedgerUnavailable
 from services.brokerd.state import StateError, StateStore
+from services.brokerd.view import NO_PLACES, OwnPlaces
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +103,7 @@ class Broker:
         grants: GrantsFolder,
         courier: Courier,
         calls: Calls,
+        own: OwnPlaces = NO_PLACES,
     ) -> None:
         self.ledger = ledger
         self.committer = committer
@@ -109,6 +111,7 @@ class Broker:
         self.grants = grants
         self.courier = courier
         self.calls = calls
+        self.own = own  # boxmaker's own places: never a tool's, whatever the grants say
         self.desk: AskDesk | None = None  # the approval desk, set when it is made
 
     def __repr__(self) -> str:
@@ -186,7 +189,7 @@ class Broker:
             log.error("%s", error)
             return Failed(f"the session's label cannot be read: {error}")
         decision = policy.decide(
-            label, request.tool, request.arguments, self.grants.current().valid
+            label, request.tool, request.arguments, self.grants.current().valid, own=self.own
         )
         canonical = decision.args.canonical_json() if decision.args is not None else None
         arguments = records.ledger_arguments(request.arguments, canonical)
@@ -213,17 +216,21 @@ class Broker:
         return True
 
     async def run(self, key: Key, allowed: policy.Allowed) -> Outcome:
-        """Run a call whose allowing record is durable; raise, record, then answer."""
+        """Run a call whose allowing record is durable; raise, record, then answer.
+
+        Once a sandbox has started, the session is raised by the winner's label whatever the
+        outcome (issue 9): a tool that failed may still have read what the grant shows."""
         session, call = key
         result = await self.courier.run(session, call, allowed)
-        if result.error is not None:
+        failed = result.error is not None
+        if failed and not result.started:
             entry = records.executed(
                 session=session, call=call, ok=False, exit_code=result.exit, ms=result.ms
             )
             await self.durable(entry)
-            return Failed(short(result.error))  # it may quote a long path
+            return Failed(short(result.error or ""))  # it may quote a long path
         label = allowed.label or result.label or CLEAN
-        output = fit_output(result.output)
+        output = "" if failed else fit_output(result.output)
         data = output.encode("utf-8", "replace")
         try:
             before = self.state.read(session)
@@ -235,10 +242,10 @@ class Broker:
             records.executed(
                 session=session,
                 call=call,
-                ok=result.ok,
+                ok=result.ok and not failed,
                 exit_code=result.exit,
-                output_sha256=hashlib.sha256(data).hexdigest(),
-                output_bytes=len(data),
+                output_sha256=None if failed else hashlib.sha256(data).hexdigest(),
+                output_bytes=None if failed else len(data),
                 label=label,
                 ms=result.ms,
             )
@@ -249,4 +256,6 @@ class Broker:
             await self.committer.append(entries)
         except LedgerUnavailable:
             return Failed("the call ran, but the audit log cannot record it, so its output is held")
+        if failed:
+            return Failed(short(result.error or ""))
         return Done(result.ok, output, label)

@@ -10,18 +10,36 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
+import re
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import anyio
 
+log = logging.getLogger(__name__)
+
 OUTPUT_CAP = 1024 * 1024 + 4096  # the toolkit cuts at 1 MiB and adds a note; this is the wall
 ERROR_CAP = 64 * 1024
+_CHILD_PID = re.compile(rb'"child-pid"\s*:\s*([0-9]{1,10})[^0-9]')
 CHUNK = 65536
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """bwrap waits after it has made the sandbox's process: it writes that process's pid to
+    `info` and goes on when a byte arrives on `release`. `ready(pid)` runs in between (the
+    tool user's map written, the process put in its cgroup); if it raises, the sandbox is
+    killed before anything runs in it."""
+
+    info: int  # the read end of bwrap's --info-fd pipe
+    release: int  # the write end of its block pipe
+    ready: Callable[[int], None]
+    slow: Callable[[int], None] | None = None  # run after `ready`, in a thread (a cgroup move)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +62,7 @@ async def run(
     env: Mapping[str, str] | None = None,
     cwd: str | None = None,
     pass_fds: Sequence[int] = (),
+    hold: Hold | None = None,
 ) -> Finished:
     """Run `argv` in a new session; kill its whole group at `timeout_s`. OSError if it cannot
     start.
@@ -67,7 +86,7 @@ async def run(
         pass_fds=tuple(pass_fds),
     )
     try:
-        exchange = _Exchange(process, stdin)
+        exchange = _Exchange(process, stdin, hold)
     except BaseException:
         _kill_group(process.pid)
         with process:  # closes its pipes and reaps it
@@ -99,7 +118,9 @@ class _Exchange:
     (and `over` true) when it has ended and both its outputs are closed, or as soon as stdout
     passes the cap. A timeout cancels `done` itself, leaving `over` false."""
 
-    def __init__(self, process: subprocess.Popen[bytes], data: bytes) -> None:
+    def __init__(
+        self, process: subprocess.Popen[bytes], data: bytes, hold: Hold | None = None
+    ) -> None:
         assert process.stdin and process.stdout and process.stderr
         self._loop = asyncio.get_running_loop()
         self._process = process
@@ -116,9 +137,15 @@ class _Exchange:
         self._open = {self._out, self._err}
         self._pending = memoryview(data)
         self._writing = False  # a writer waits for room in the pipe
+        self._hold = hold
+        self._info = bytearray()
+        self._released = False  # `_release` ran: the descriptors may be another's by now
         try:
             for fd in (self._in, self._out, self._err):
                 os.set_blocking(fd, False)
+            if hold is not None:
+                os.set_blocking(hold.info, False)
+                self._loop.add_reader(hold.info, self._informed)
             self._loop.add_reader(self._pidfd, self._exited)
             self._loop.add_reader(self._out, self._read, self._out, self.out, OUTPUT_CAP)
             self._loop.add_reader(self._err, self._read, self._err, self.err, ERROR_CAP)
@@ -165,6 +192,53 @@ class _Exchange:
                 self.cut = True
                 self._finish()
 
+    def _informed(self) -> None:
+        """bwrap said which process the sandbox is: get it ready, then let it go on."""
+        assert self._hold is not None
+        try:
+            chunk = os.read(self._hold.info, 4096)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        self._info += chunk
+        # bwrap writes `{"child-pid": N` at once and the rest of the object later, once the
+        # sandbox has gone on: the pid is read as soon as a character follows its digits.
+        found = _CHILD_PID.search(self._info)
+        if found is None:
+            if chunk and len(self._info) < 4096:
+                return  # not all of it yet
+            self._let_go()  # bwrap ended before it made the sandbox: nothing to hold
+            return
+        self._let_go()
+        pid = int(found.group(1))
+        try:
+            self._hold.ready(pid)
+        except Exception:
+            self._not_ready()
+            return
+        if self._hold.slow is None:
+            self._go_on()
+            return
+        moved = self._loop.run_in_executor(None, self._hold.slow, pid)
+        moved.add_done_callback(
+            lambda done: self._not_ready() if done.exception() else self._go_on()
+        )
+
+    def _go_on(self) -> None:
+        if self._hold is not None and not self._released:
+            with contextlib.suppress(OSError):
+                os.write(self._hold.release, b"x")
+
+    def _not_ready(self) -> None:
+        log.error("the sandbox could not be made ready, so it is killed", exc_info=True)
+        if not self._released:
+            _kill_group(self._process.pid)
+
+    def _let_go(self) -> None:
+        if self._hold is not None:
+            self._loop.remove_reader(self._hold.info)
+
     def _exited(self) -> None:
         self._loop.remove_reader(self._pidfd)
         if not self._ended.done():
@@ -193,8 +267,10 @@ class _Exchange:
     def _release(self) -> None:
         """Every reader and writer off while the descriptors are still open (closed, their
         numbers may be reused by another process's pipes at once), then the pidfd closed."""
+        self._released = True
         for fd in (self._pidfd, self._out, self._err):
             self._loop.remove_reader(fd)
+        self._let_go()
         self._stop_writing()
         os.close(self._pidfd)
 

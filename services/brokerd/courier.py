@@ -7,7 +7,9 @@ the canonical arguments on standard input, so the sandbox never sees the model's
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import secrets
@@ -25,7 +27,8 @@ from bxcore.labels import Label
 from bxcore.messages import Done, Failed, ToolRequest, ToolResponse
 from bxcore.tools import BROKERED, Mount, Runner
 from services.brokerd import child, sandbox
-from services.brokerd.child import Finished
+from services.brokerd.cgroup import Cgroups, Slot
+from services.brokerd.child import Finished, Hold
 from services.brokerd.fetch_proxy import OneTunnel
 from services.brokerd.policy import Allowed
 from services.brokerd.sandbox import Call, Host, Unconfinable
@@ -38,7 +41,10 @@ GRANTED = frozenset({Mount.READ_ONLY, Mount.READ_WRITE, Mount.WORKDIR})  # bind 
 
 @dataclass(frozen=True, slots=True)
 class Result:
-    """A call that ran (`error` None: the model reads `output`) or could not (`error`)."""
+    """A call that ran (`error` None: the model reads `output`) or could not (`error`).
+
+    `started`: a sandbox was started for it, so whatever the outcome, it may have read what
+    the winner's path holds (the session is raised by the winner's label all the same)."""
 
     ok: bool
     output: str
@@ -46,10 +52,13 @@ class Result:
     exit: int | None = None
     ms: int = 0
     error: str | None = None
+    started: bool = False
 
     @classmethod
-    def failed(cls, message: str, ms: int = 0, exit: int | None = None) -> Result:
-        return cls(False, "", None, exit, ms, message)
+    def failed(
+        cls, message: str, ms: int = 0, exit: int | None = None, *, started: bool = False
+    ) -> Result:
+        return cls(False, "", None, exit, ms, message, started)
 
 
 class Courier:
@@ -59,14 +68,16 @@ class Courier:
         host: Host,
         memory: Callable[[], Client],
         run_dir: Path,
+        cgroups: Cgroups | None = None,
     ) -> None:
         self.config = config
         self.host = host
         self._memory = memory
         self._run_dir = run_dir
+        self.cgroups = cgroups  # each sandbox's memory as a whole, where one can be had
 
     def __repr__(self) -> str:
-        return f"Courier(mode={self.config.mode}, bwrap={self.host.bwrap})"
+        return f"Courier(mode={self.config.mode}, bwrap={self.host.bwrap}, {self.cgroups!r})"
 
     @property
     def sandboxed(self) -> bool:
@@ -107,46 +118,41 @@ class Courier:
         spec = BROKERED[allowed.args.tool]
         if self.sandboxed and self.host.bwrap is None:
             return Result.failed("sandbox unavailable: bwrap not found (install bubblewrap)")
+        if self.sandboxed and self.host.problem is not None:
+            return Result.failed(f"sandbox unavailable: {self.host.problem}")
         timeout = self._timeout(spec.mount)
         bound: int | None = None
-        hidden: tuple[tuple[str, bool], ...] = ()
-        if self.sandboxed and spec.mount in GRANTED and allowed.winner.path:
-            try:
-                bound = sandbox.open_granted(allowed.winner.path)
-                if bound is not None:
-                    hidden = sandbox.hidden_places(bound, allowed.winner.path, allowed.hidden)
-            except Unconfinable as why:
-                if bound is not None:
-                    os.close(bound)
-                log.warning("%s (grant %s)", why, allowed.winner.id)
-                return Result.failed(str(why))
-        call = Call(
-            tool=spec.name,
-            mount=spec.mount,
-            path=allowed.winner.path,
-            cwd=allowed.args.cwd,
-            bound=bound,
-            hidden=hidden,
-            memory_mb=self.config.memory_mb if spec.mount is Mount.WORKDIR else None,
-            # The kernel never applies RLIMIT_NPROC to real root, not even in bwrap's user
-            # namespace (docs/sandbox.md): as root, only the timeout bounds a fork bomb.
-            max_processes=(
-                self.config.max_processes
-                if spec.mount is Mount.WORKDIR and os.getuid() != 0
-                else None
-            ),
-            timeout_s=timeout,
-            ca_file=self.config.fetch_ca_file or None,
-        )
-        stdin = allowed.args.canonical_json().encode("utf-8")
-        try:
+        found: tuple[sandbox.Layer, ...] = ()
+        with contextlib.ExitStack() as held:
+            if self.sandboxed and spec.mount in GRANTED and allowed.winner.path:
+                try:
+                    bound = sandbox.open_granted(allowed.winner.path)
+                    if bound is not None:
+                        held.callback(os.close, bound)
+                        writable = spec.mount is not Mount.READ_ONLY
+                        found = sandbox.layers(bound, allowed.view, writable=writable)
+                        held.callback(sandbox.close, found)
+                except Unconfinable as why:
+                    log.warning("%s (grant %s)", why, allowed.winner.id)
+                    return Result.failed(str(why))
+            call = Call(
+                tool=spec.name,
+                mount=spec.mount,
+                path=allowed.winner.path,
+                cwd=allowed.args.cwd,
+                bound=bound,
+                layers=found,
+                memory_mb=self.config.memory_mb if spec.mount is Mount.WORKDIR else None,
+                max_processes=self.config.max_processes if spec.mount is Mount.WORKDIR else None,
+                tmp_mb=self.config.tmp_mb,
+                timeout_s=timeout,
+                ca_file=self.config.fetch_ca_file or None,
+            )
+            stdin = allowed.args.canonical_json().encode("utf-8")
             if spec.mount is not Mount.PROXY:
                 return self._judge(await self._start(call, stdin, timeout), timeout)
             assert allowed.args.host is not None
             return await self._fetch(call, allowed.args.host, stdin, timeout)
-        finally:
-            if bound is not None:
-                os.close(bound)
 
     async def _fetch(self, call: Call, host: str, stdin: bytes, timeout: float) -> Result:
         """`http_fetch`: the sandbox, with a one-tunnel proxy to `host` for the while."""
@@ -158,6 +164,8 @@ class Courier:
             async with anyio.create_task_group() as tasks:
                 try:
                     await tasks.start(tunnel.serve)
+                    # The tool user connects to it; no one else can reach the 0700 folder.
+                    os.chmod(tunnel.path, 0o666)
                 except OSError as error:
                     why = error.strerror or str(error)
                     return Result.failed(f"sandbox unavailable: the fetch proxy: {why}")
@@ -169,51 +177,158 @@ class Courier:
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 
-    async def _start(self, call: Call, stdin: bytes, timeout: float) -> Finished:
-        if self.sandboxed:
-            argv = sandbox.command(self.host, call)
-            env: dict[str, str] = {}
-            cwd = None
-        else:
+    async def _start(self, call: Call, stdin: bytes, timeout: float) -> Finished | None:
+        """Run the toolkit for `call`; None when no sandbox could start (nothing ran)."""
+        drop_to = self.host.drop_to
+        if not self.sandboxed:
             argv = sandbox.unconfined_command(self.host, call)
             env = sandbox.environment(call, inside=False)
             cwd = (call.cwd or call.path) if call.mount is Mount.WORKDIR else None
-        fds = (call.bound,) if call.bound is not None else ()
+            return await self._spawn(argv, stdin, timeout, env, cwd)
+        with contextlib.ExitStack() as held:
+            try:
+                seccomp_fd = _pipe_holding(self.host.seccomp)
+                held.callback(os.close, seccomp_fd)
+                checks = _identities(call)
+                hold = None
+                # Only a shell runs code of the model's; the other tools are the toolkit alone,
+                # whose reads and writes are bounded by construction. A move into a cgroup
+                # costs an RCU grace period (about 10 ms, docs/sandbox.md).
+                bounded = self.cgroups is not None and call.mount is Mount.WORKDIR
+                slot = self.cgroups.take() if bounded and self.cgroups is not None else None
+                if slot is not None:
+                    assert self.cgroups is not None
+                    held.callback(self.cgroups.give_back, slot)
+                if drop_to is not None or slot is not None:
+                    info, info_w = _pipe(held)
+                    block_r, release = _pipe(held)
+                    call = dataclasses.replace(call, info_fd=info_w, block_fd=block_r)
+                    move = functools.partial(self._enter, slot) if slot is not None else None
+                    hold = Hold(info, release, self._map_user, move)
+            except OSError as error:
+                log.error("cannot prepare a sandbox: %s", error)
+                return None
+            call = dataclasses.replace(call, seccomp_fd=seccomp_fd, checks=checks)
+            argv = sandbox.command(self.host, call)
+            return await self._spawn(argv, stdin, timeout, {}, None, call.fds, hold)
+
+    def _map_user(self, pid: int) -> None:
+        """While bwrap waits: the tool user mapped, when brokerd is root."""
+        if self.host.drop_to is not None:
+            _map_user(self.host.drop_to, pid)
+
+    def _enter(self, slot: Slot, pid: int) -> None:
+        """While bwrap still waits: the sandbox put in its cgroup (in a thread: it blocks)."""
+        assert self.cgroups is not None
+        self.cgroups.enter(slot, pid)
+
+    async def _spawn(
+        self,
+        argv: list[str],
+        stdin: bytes,
+        timeout: float,
+        env: dict[str, str],
+        cwd: str | None,
+        fds: tuple[int, ...] = (),
+        hold: Hold | None = None,
+    ) -> Finished | None:
         try:
             return await child.run(
-                argv,
-                stdin,
-                timeout_s=timeout + GRACE_S,
-                env=env,
-                cwd=cwd,
-                pass_fds=fds,
+                argv, stdin, timeout_s=timeout + GRACE_S, env=env, cwd=cwd, pass_fds=fds, hold=hold
             )
         except OSError as error:
-            what = "sandbox unavailable" if self.sandboxed else "the toolkit could not start"
-            return Finished(127, b"", f"{what}: {error.strerror or error}".encode(), False, 0)
+            log.error("cannot start %s: %s", argv[0], error.strerror or error)
+            return None
 
-    def _judge(self, finished: Finished, timeout: float) -> Result:
-        out = finished.stdout.decode("utf-8", "replace")
-        err = _first_line(finished.stderr)
-        ms = finished.ms
+    def _judge(self, finished: Finished | None, timeout: float) -> Result:
+        """What the model reads of how the toolkit ended. Once a sandbox has started, the
+        model reads only the toolkit's standard output or one of brokerd's own sentences,
+        never bytes the sandbox chose for its standard error or its exit status (issue 9):
+        a tool that read a secret could otherwise hand it over in an error. What it wrote
+        there goes to brokerd's log, for the owner."""
+        if finished is None:
+            return Result.failed("sandbox unavailable: the sandbox could not be started")
+        ms, code = finished.ms, finished.exit
         if finished.cut:
-            return Result.failed("the output passed 1 MiB, so the call was stopped", ms)
-        if finished.exit is None:
-            return Result.failed(f"the call timed out after {timeout:g} s and was killed", ms)
-        if finished.exit == 0:
-            return Result(True, out, None, 0, ms)
-        if err.startswith(("bwrap:", "sandbox unavailable:")):
-            message = err if err.startswith("sandbox") else f"sandbox unavailable: {err}"
-            return Result.failed(message, ms, finished.exit)
-        if finished.exit == 1:
-            return Result(False, out, None, 1, ms)
-        if finished.exit == 2:
-            return Result.failed(err or "toolkit misuse", ms, 2)
-        return Result.failed(
-            f"the toolkit ended with status {finished.exit}: {err or 'no message'}",
-            ms,
-            finished.exit,
-        )
+            return Result.failed(CUT, ms, started=True)
+        if code is None:
+            return Result.failed(TIMED_OUT.format(timeout), ms, started=True)
+        if code == 0:
+            return Result(True, finished.stdout.decode("utf-8", "replace"), None, 0, ms, None, True)
+        said = _first_line(finished.stderr)
+        if code == 1 and said.startswith("bwrap:") and not finished.stdout:
+            log.error("bwrap could not set up a sandbox: %r", said)
+            return Result.failed(SETUP_FAILED, ms, code, started=True)
+        if code == 1 and finished.stdout:  # the tool's own reason, for the model to read
+            out = finished.stdout.decode("utf-8", "replace")
+            return Result(False, out, None, 1, ms, None, True)
+        log.error("the toolkit ended with status %s: %r", code, _tail(finished.stderr))
+        message = MISUSED if code == 2 else ENDED
+        return Result.failed(message, ms, code, started=True)
+
+
+#: What the model reads when a started sandbox gives no answer: brokerd's words only.
+CUT = "the output passed 1 MiB, so the call was stopped"
+TIMED_OUT = "the call timed out after {:g} s and was killed"
+SETUP_FAILED = "sandbox unavailable: bwrap could not set up the sandbox (see brokerd's log)"
+MISUSED = "the toolkit refused its input (see brokerd's log)"
+ENDED = "the tool ended without an answer (see brokerd's log)"
+
+
+def _pipe(held: contextlib.ExitStack) -> tuple[int, int]:
+    read, write = os.pipe()
+    held.callback(os.close, read)
+    held.callback(os.close, write)
+    return read, write
+
+
+def _identities(call: Call) -> tuple[tuple[str, int, int], ...]:
+    """(path, device, inode) of each folder bound from a descriptor: the toolkit checks that
+    what bwrap bound at each path is that very folder (`toolkit.confine`)."""
+    found: list[tuple[str, int, int]] = []
+    if call.bound is not None and call.path:
+        info = os.fstat(call.bound)
+        found.append((call.path, info.st_dev, info.st_ino))
+    for layer in call.layers:
+        if layer.fd >= 0:
+            info = os.fstat(layer.fd)
+            found.append((layer.path, info.st_dev, info.st_ino))
+    return tuple(found)
+
+
+def _map_user(user: tuple[int, int], pid: int) -> None:
+    """The sandbox's user namespace maps root (for bwrap to set it up) and the tool user,
+    whom the toolkit becomes before it reads a byte (`toolkit.confine`)."""
+    uid, gid = user
+    for name, text in (
+        ("uid_map", f"0 0 1\n{uid} {uid} 1\n"),
+        ("gid_map", f"0 0 1\n{gid} {gid} 1\n"),
+    ):
+        fd = os.open(f"/proc/{pid}/{name}", os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
+
+
+def _pipe_holding(data: bytes) -> int:
+    """The read end of a pipe that holds `data` (small enough for the pipe's buffer)."""
+    read, write = os.pipe()
+    try:
+        os.write(write, data)
+    except BaseException:
+        os.close(read)
+        raise
+    finally:
+        os.close(write)
+    return read
+
+
+def _tail(data: bytes) -> str:
+    """The end of what a sandbox wrote on its standard error, for the log (shown with
+    repr(), so that no byte of it reaches the owner's terminal raw)."""
+    text = data.decode("utf-8", "replace").strip()
+    return text[-2000:] or "no message"
 
 
 def _first_line(data: bytes) -> str:

@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import compileall
+import contextlib
+import dataclasses
 import errno
+import json
 import logging
 import os
+import platform
+import pwd
 import shutil
 import sys
 from collections.abc import Callable
@@ -21,25 +26,34 @@ import anyio
 
 import services.toolkit
 from bxcore import __version__, curve
+from bxcore.atomic import write_atomically
 from bxcore.client import Client
 from bxcore.clock import now_ms
+from bxcore.config import SandboxConfig
 from bxcore.daemon import Context
 from bxcore.events import Publisher
+from bxcore.home import Home
 from bxcore.messages import LedgerHead
 from bxcore.router import Router
+from services.brokerd import cgroup, seccomp
 from services.brokerd.admin import Admin
 from services.brokerd.broker import Broker
 from services.brokerd.calls import Calls
+from services.brokerd.cgroup import Cgroups
 from services.brokerd.commit import Committer
 from services.brokerd.courier import Courier
 from services.brokerd.desk import Desk
 from services.brokerd.grants import GrantsFolder
 from services.brokerd.ledger import Ledger, LedgerState
+from services.brokerd.own import own_places
 from services.brokerd.records import Head
 from services.brokerd.sandbox import Host
 from services.brokerd.state import StateStore
 
 log = logging.getLogger("brokerd")
+
+#: How tools are confined, written at start for `bxctl status` (in the run folder).
+SANDBOX_REPORT = "sandbox.json"
 
 #: A test seam: `fsync-after:N` makes every fsync after the first N fail with EIO, so tests
 #: can see brokerd fail closed. Nothing else reads it; see docs/testing.md.
@@ -62,11 +76,71 @@ def fsync_with_faults(spec: str | None) -> Callable[[int], None]:
     return fsync
 
 
-def sandbox_host(mode: str) -> Host:
+def sandbox_host(config: SandboxConfig) -> Host:
+    """What every sandbox is built from; with `problem` set when none can start."""
     toolkit = Path(services.toolkit.__file__).parent
     compileall.compile_dir(toolkit, quiet=2)  # a sandbox cannot write .pyc files
-    bwrap = shutil.which("bwrap") if mode == "bwrap" else None
-    return Host.discover(bwrap, sys.executable, sys.base_prefix, str(toolkit))
+    bwrap = shutil.which("bwrap") if config.mode == "bwrap" else None
+    base = os.path.realpath(sys.base_prefix)
+    stdlib = tuple(  # where `python -I -S` finds the standard library
+        entry for entry in sys.path if os.path.realpath(entry).startswith(base + "/")
+    )
+    host = Host.discover(bwrap, sys.executable, sys.base_prefix, str(toolkit), stdlib)
+    try:
+        drop_to = tool_user(config.user) if os.geteuid() == 0 else None
+        filter_ = seccomp.program(platform.machine())
+    except (seccomp.Unsupported, ToolUserError) as error:
+        return dataclasses.replace(host, problem=str(error))
+    if drop_to is not None:
+        log.info("brokerd runs as root: tools run as uid %d, gid %d", *drop_to)
+    return dataclasses.replace(host, drop_to=drop_to, seccomp=filter_)
+
+
+def sandbox_cgroups(config: SandboxConfig, host: Host) -> Cgroups | cgroup.Unavailable:
+    """Each shell call's cgroup, where one can be had; else why not (also in the log)."""
+    if config.mode != "bwrap" or host.bwrap is None or host.problem is not None:
+        return cgroup.Unavailable("no sandbox")
+    found = cgroup.discover(config.memory_mb)
+    if isinstance(found, cgroup.Unavailable):
+        log.warning("a shell call's memory is bounded per process only: %s", found.why)
+    else:
+        log.info("each shell call's memory is bounded as a whole: %s", found.summary)
+    return found
+
+
+def report_sandbox(
+    home: Home, config: SandboxConfig, host: Host, cgroups: Cgroups | cgroup.Unavailable
+) -> None:
+    """`{run}/sandbox.json`: how tools are confined, for `bxctl status`."""
+    user = host.drop_to or (os.geteuid(), os.getegid())
+    report = {
+        "mode": config.mode,
+        "problem": host.problem,
+        "user": f"{user[0]}:{user[1]}",
+        "memory": cgroups.summary if isinstance(cgroups, Cgroups) else None,
+        "memory_why": cgroups.why if isinstance(cgroups, cgroup.Unavailable) else None,
+    }
+    with contextlib.suppress(OSError):
+        write_atomically(home.run / SANDBOX_REPORT, json.dumps(report).encode(), durable=False)
+
+
+class ToolUserError(Exception):
+    """`[sandbox] user` names no usable user."""
+
+
+def tool_user(configured: str) -> tuple[int, int]:
+    """The uid and gid of `[sandbox] user` (a name, or a uid, which is then its own group
+    when it has no name); never root."""
+    try:
+        entry = pwd.getpwuid(int(configured)) if configured.isdigit() else pwd.getpwnam(configured)
+        uid, gid = entry.pw_uid, entry.pw_gid
+    except KeyError:
+        if not configured.isdigit():
+            raise ToolUserError(f"[sandbox] user: there is no user {configured!r}") from None
+        uid = gid = int(configured)
+    if uid == 0 or gid == 0:
+        raise ToolUserError("[sandbox] user: tools never run as root or in root's group")
+    return uid, gid
 
 
 async def serve(ctx: Context) -> None:
@@ -86,11 +160,16 @@ async def serve(ctx: Context) -> None:
             "run `bxctl audit verify`",
             ledger.problem,
         )
-    host = sandbox_host(config.sandbox.mode)
+    host = sandbox_host(config.sandbox)
     if config.sandbox.mode == "none":
         log.warning('UNSANDBOXED: [sandbox] mode is "none"; tools run with no confinement')
     elif host.bwrap is None:
         log.error("bwrap is not installed: every tool call will fail (sandbox unavailable)")
+    elif host.problem is not None:
+        log.error("no sandbox can start, so every tool call will fail: %s", host.problem)
+    found = sandbox_cgroups(config.sandbox, host)
+    report_sandbox(home, config.sandbox, host, found)
+    cgroups = found if isinstance(found, Cgroups) else None
     events = Publisher(ctx.zmq, ctx.endpoint("broker-events"), service="brokerd")
 
     loop = asyncio.get_running_loop()
@@ -113,8 +192,10 @@ async def serve(ctx: Context) -> None:
             host,
             lambda: Client(ctx.zmq, memory, name="memoryd", timeout=5.0, tries=2),
             home.run_dir,
+            cgroups,
         ),
         calls=Calls(config.broker.results_kept),
+        own=own_places(home, config),
     )
     desk = Desk(broker, events.publish, config.broker.approval_ttl_s)
     desk.rebuild(ledger.calls())
@@ -142,3 +223,5 @@ async def serve(ctx: Context) -> None:
             events.close()
             auth.stop()
             ledger.close()
+            if cgroups is not None:
+                cgroups.close()

@@ -85,7 +85,7 @@ class Desk:
         if not await self.broker.durable(entry):
             return AUDIT_UNAVAILABLE
         if covering is not None:  # a session-scoped approval covers it (§9.2)
-            allowed = policy.approved(ask, self.broker.grants.current().valid)
+            allowed = policy.approved(ask, self.broker.grants.current().valid, self.broker.own)
             return await self.broker.run((request.session, request.call), allowed)
         now = self._clock()
         approval = Approval(
@@ -176,7 +176,7 @@ class Desk:
         except Exception as error:  # StateError: the call cannot be judged, so it is not run
             return Error(message.id, ErrorCode.UNAVAILABLE, str(error))
         decision = policy.redecide(
-            label, approval.tool, approval.arguments, broker.grants.current().valid
+            label, approval.tool, approval.arguments, broker.grants.current().valid, broker.own
         )
         if isinstance(decision, policy.Denied):
             outcome = await self._end(

@@ -20,7 +20,7 @@ from typing import Any
 
 from bxcore.labels import DataClass
 from bxcore.tools import BROKERED, Match
-from services.brokerd.args import valid_host_pattern, valid_path
+from services.brokerd.args import inside, valid_host_pattern, valid_path
 from services.brokerd.watch import FolderWatch
 
 log = logging.getLogger(__name__)
@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 MAX_GRANT_BYTES = 64 * 1024
 _ID = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
 _KEYS = ("tool", "mode", "path", "host", "class", "untrusted", "note")
+#: Every sandbox has a /proc and a /dev of its own (brokerd keeps its own things there).
+SANDBOX_OWN = ("/proc", "/dev")
 
 
 class Mode(enum.StrEnum):
@@ -120,6 +122,9 @@ def _parse(grant_id: str, data: bytes, sha256: str) -> Grant:
             raise _Invalid(
                 f"path: {path!r} is not a valid path (absolute, no trailing /, no . or ..)"
             )
+        for own in SANDBOX_OWN:
+            if inside(own, path):
+                raise _Invalid(f"path: {own} is every sandbox's own; a grant cannot name it")
     if wanted == "host":
         if host is None:
             raise _Invalid(f"host: missing; a {tool} grant names a host like en.wikipedia.org")

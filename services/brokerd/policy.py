@@ -17,6 +17,7 @@ from bxcore.tools import BROKERED, Match, Result
 from services.brokerd import args as argsmod
 from services.brokerd.args import ArgsError, ToolArgs, host_matches, inside
 from services.brokerd.grants import Grant, Mode
+from services.brokerd.view import NO_PLACES, NO_VIEW, OwnPlaces, View, exposure_label, plan
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +25,7 @@ class Allowed:
     winner: Grant
     args: ToolArgs
     label: Label | None  # what the result carries; None when the runner reports it
-    hidden: tuple[str, ...] = ()  # places under the winner's path the sandbox must not show
+    view: View = NO_VIEW  # what the sandbox shows of the winner's path (`view.plan`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,36 +77,11 @@ def _rank(grant: Grant) -> tuple[tuple[int, int], int, str]:
     return ((-neg[0], -neg[1]), 0 if grant.mode is Mode.ASK else 1, grant.id)
 
 
-def hidden_paths(winner: Grant, grants: Sequence[Grant]) -> tuple[str, ...]:
-    """The places under the winner's path that another grant denies, or whose label is above
-    the winner's (a higher class, or untrusted where the winner is trusted).
-
-    The winner's whole path is bound into the sandbox; without these hidden, a link inside it
-    or a shell could read what a narrower grant forbids or labels higher, under the winner's
-    lower label (I2, I4, I5). The outermost such places are enough."""
-    if winner.path is None:
-        return ()
-    found = sorted(
-        {
-            grant.path
-            for grant in grants
-            if grant.path is not None
-            and grant.path != winner.path
-            and inside(winner.path, grant.path)
-            and (
-                grant.mode is Mode.DENY
-                or not grant.class_.at_most(winner.class_)
-                or (grant.untrusted and not winner.untrusted)
-            )
-        }
-    )
-    return tuple(p for p in found if not any(q != p and inside(q, p) for q in found))
-
-
-def result_label(winner: Grant, result: Result) -> Label | None:
-    """The label of what a call under `winner` returns (§5.5)."""
+def result_label(winner: Grant, result: Result, grants: Sequence[Grant]) -> Label | None:
+    """The label of what a call under `winner` returns (§5.5): for what a sandbox shows of a
+    path, the join of every grant whose path equals or contains the winner's (issue 9)."""
     if result is Result.WINNER:
-        return Label(winner.class_, winner.untrusted)
+        return exposure_label(winner, grants)
     if result is Result.FETCHED:
         return Label(DataClass.PUBLIC, winner.untrusted)
     if result is Result.CLEAN:
@@ -119,8 +95,11 @@ def decide(
     arguments: str,
     grants: Sequence[Grant],
     trace: list[str] | None = None,
+    own: OwnPlaces = NO_PLACES,
 ) -> Decision:
-    """What brokerd does with this call from a session holding `label` (§5.2)."""
+    """What brokerd does with this call from a session holding `label` (§5.2). No target in
+    `own` (boxmaker's home, run folder and installation, but the workspace) is ever
+    reached, whatever the grants say."""
 
     def note(words: Callable[[], str]) -> None:  # put into words only for `explain`
         if trace is not None:
@@ -137,6 +116,10 @@ def decide(
         note(lambda: f"the arguments are not valid: {detail}")
         return Denied(DenyReason.INVALID_ARGUMENTS, detail=detail)
     note(lambda: f"arguments: {args.canonical_json()}")
+    target = _target(args, spec.match)
+    if target is not None and own.holds(target):  # boxmaker's own files: never a tool's
+        note(lambda: f"{target} holds boxmaker's own files: no tool may reach it")
+        return Denied(DenyReason.PROTECTED, args=args)
     matching = sorted((g for g in grants if _matches(g, args, spec.match)), key=_rank)
     if not matching:  # 3
         note(lambda: f"no grant of {tool} matches")
@@ -165,20 +148,42 @@ def decide(
         note(lambda: f"{winner.id} asks the owner")
         return Ask(winner, args, AskWhy.GRANT_ASKS)
     note(lambda: f"{winner.id} allows it")
-    hidden = hidden_paths(winner, grants)
-    if hidden:
-        note(lambda: f"hidden in the sandbox: {', '.join(hidden)}")
-    return Allowed(winner, args, result_label(winner, spec.result), hidden)
+    allowed = _allowed(winner, args, grants, own)
+    view = allowed.view
+    if view.covers:
+        note(lambda: f"hidden in the sandbox: {', '.join(view.covers)}")
+    if view.reopened:
+        note(lambda: f"shown again inside what is hidden: {', '.join(view.reopened)}")
+    return allowed
 
 
-def redecide(label: Label, tool: str, arguments: str, grants: Sequence[Grant]) -> Allowed | Denied:
+def _target(args: ToolArgs, match: Match) -> str | None:
+    """The path a call reaches: a file's, or a shell's working folder (§5.3)."""
+    if match is Match.PATH:
+        return args.path
+    if match is Match.CWD:
+        return args.cwd or "/"
+    return None
+
+
+def _allowed(winner: Grant, args: ToolArgs, grants: Sequence[Grant], own: OwnPlaces) -> Allowed:
+    spec = BROKERED[args.tool]
+    label = result_label(winner, spec.result, grants)
+    return Allowed(winner, args, label, plan(winner, grants, own))
+
+
+def redecide(
+    label: Label,
+    tool: str,
+    arguments: str,
+    grants: Sequence[Grant],
+    own: OwnPlaces = NO_PLACES,
+) -> Allowed | Denied:
     """After the owner approved: the same steps again; a denial wins, anything else runs."""
-    decision = decide(label, tool, arguments, grants)
-    return approved(decision, grants) if isinstance(decision, Ask) else decision
+    decision = decide(label, tool, arguments, grants, own=own)
+    return approved(decision, grants, own) if isinstance(decision, Ask) else decision
 
 
-def approved(ask: Ask, grants: Sequence[Grant]) -> Allowed:
+def approved(ask: Ask, grants: Sequence[Grant], own: OwnPlaces = NO_PLACES) -> Allowed:
     """An ask the owner approved: it runs as if its winner had allowed it."""
-    spec = BROKERED[ask.args.tool]
-    label = result_label(ask.winner, spec.result)
-    return Allowed(ask.winner, ask.args, label, hidden_paths(ask.winner, grants))
+    return _allowed(ask.winner, ask.args, grants, own)

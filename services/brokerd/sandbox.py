@@ -1,28 +1,42 @@
-"""The sandbox (SPEC §8.2): the `bwrap` command for one call.
+"""The sandbox (SPEC §8.2): the `bwrap` command for one call, and the host descriptors it binds.
 
 `command` is pure: it builds the argument vector from the tool's description, the winner's
-path and what the host looks like. `open_granted` pins the winner's path as a descriptor
-(never through a symbolic link), so that what is bound is what the grant names.
+path, what the host looks like and who tools run as. The winner's path and every folder laid
+over it come as descriptors brokerd opened without following a symbolic link (`open_granted`,
+`layers`), and the toolkit checks inside that each is the very folder brokerd checked.
 `services.brokerd.child` runs the command within its limits. `mode = "none"` (development
 only) runs the toolkit with no confinement. docs/sandbox.md says what is bound and why.
 """
 
 from __future__ import annotations
 
+import enum
 import os
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from bxcore.tools import Mount
 from services.brokerd.args import inside
+from services.brokerd.view import View
 
-#: Where the fetch proxy's socket and a test CA appear inside an http_fetch sandbox.
-INSIDE = "/run/bx"
+#: brokerd's own things inside every sandbox: under /dev, which is always the sandbox's own
+#: (no grant may name it) and read-only once set up, so no tool can add to them.
+INSIDE = "/dev/.bx"
+LIB_INSIDE = f"{INSIDE}/lib"
+TOOLKIT_INSIDE = f"{LIB_INSIDE}/toolkit"
+PYTHON_INSIDE = f"{INSIDE}/python"  # the Python's prefix again, reachable by any tool user
 PROXY_INSIDE = f"{INSIDE}/fetch.sock"
 CA_INSIDE = f"{INSIDE}/ca.pem"
-BOOTSTRAP = "import sys;sys.path.insert(0,{where!r});from toolkit.__main__ import main;main()"
+#: Only the toolkit's private, read-only folder is put on its path, with the standard library
+#: bound again where a tool user can always reach it: nothing a tool can write is ever
+#: imported by a later call's toolkit, and what the toolkit imports once it is the tool user
+#: is found even when the Python lies in a folder only root may enter (/root).
+BOOTSTRAP = "import sys;sys.path[:0]={path!r};from toolkit.__main__ import main;main()"
 SYSTEM_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+#: What the toolkit holds, when brokerd is root, only until it becomes the tool user.
+ROOT_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_SYS_RESOURCE", "CAP_DAC_READ_SEARCH")
+MIB = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,12 +46,23 @@ class Host:
     bwrap: str | None  # the bwrap program, None when it is not installed
     python: str  # the real interpreter (not a venv's link to it)
     python_prefix: str  # the folder holding its standard library, bound read-only
-    toolkit: str  # the folder of the toolkit package (named `toolkit`), bound where it is
+    toolkit: str  # the folder of the toolkit package, bound read-only at TOOLKIT_INSIDE
+    stdlib: tuple[str, ...] = ()  # the standard library's folders, relative to the prefix
     links: tuple[tuple[str, str], ...] = ()  # /bin -> usr/bin and the like
     folders: tuple[str, ...] = ()  # /lib64 and the like when they are real folders
+    drop_to: tuple[int, int] | None = None  # brokerd is root: the uid and gid tools become
+    seccomp: bytes = b""  # the filter program (services.brokerd.seccomp)
+    problem: str | None = None  # why no sandbox can start, for "sandbox unavailable: …"
 
     @classmethod
-    def discover(cls, bwrap: str | None, python: str, prefix: str, toolkit: str) -> Host:
+    def discover(
+        cls,
+        bwrap: str | None,
+        python: str,
+        prefix: str,
+        toolkit: str,
+        stdlib: tuple[str, ...] = (),
+    ) -> Host:
         links: list[tuple[str, str]] = []
         folders: list[str] = []
         for name in SYSTEM_LINKS:
@@ -49,7 +74,31 @@ class Host:
         # Real paths: a bind's source and destination are then the same folder, and the
         # interpreter is found under the prefix that is bound.
         real = os.path.realpath
-        return cls(bwrap, real(python), real(prefix), real(toolkit), tuple(links), tuple(folders))
+        return cls(
+            bwrap,
+            real(python),
+            real(prefix),
+            real(toolkit),
+            tuple(os.path.relpath(real(folder), real(prefix)) for folder in stdlib),
+            tuple(links),
+            tuple(folders),
+        )
+
+
+class Cover(enum.Enum):
+    """What a layer over the winner's path does (`view.View`)."""
+
+    FOLDER = "folder"  # an empty, read-only folder over a folder
+    FILE = "file"  # /dev/null over a file
+    PIN = "pin"  # the folder bound onto itself, so that nothing can move it
+    REOPEN = "reopen"  # a folder inside a cover, shown again
+
+
+@dataclass(frozen=True, slots=True)
+class Layer:
+    cover: Cover
+    path: str
+    fd: int = -1  # PIN and REOPEN: the folder, opened without following a link
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,34 +110,53 @@ class Call:
     path: str | None  # the winner's path (file tools, shell)
     cwd: str | None = None  # shell's working folder (else the winner's path)
     bound: int | None = None  # `path` pinned by `open_granted`; None binds nothing of it
+    layers: tuple[Layer, ...] = ()  # covers, pins and re-openings inside the winner's path
     memory_mb: int | None = None  # the shell command's rlimits, set by the toolkit
     max_processes: int | None = None
-    hidden: tuple[tuple[str, bool], ...] = ()  # (place, is a folder) covered inside the grant
+    tmp_mb: int = 256  # the size of the private /tmp and /dev/shm
     timeout_s: float = 10.0
     proxy: str | None = None  # the fetch proxy's socket on the host
     ca_file: str | None = None  # an extra CA bundle for http_fetch (tests)
+    checks: tuple[tuple[str, int, int], ...] = ()  # (path, st_dev, st_ino) of each bound folder
+    seccomp_fd: int = -1  # a pipe holding the filter program
+    info_fd: int = -1  # bwrap writes the sandbox's pid here, then ...
+    block_fd: int = -1  # ... waits for a byte here (the user is mapped, the cgroup joined)
     env: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def fds(self) -> tuple[int, ...]:
+        """The descriptors this call hands to bwrap."""
+        found = [self.bound] if self.bound is not None else []
+        found += [layer.fd for layer in self.layers]
+        found += [self.seccomp_fd, self.info_fd, self.block_fd]
+        return tuple(fd for fd in found if fd is not None and fd >= 0)
 
 
 def command(host: Host, call: Call) -> list[str]:
-    """The `bwrap` argument vector for `call` (§8.2): fresh namespaces, no capability, system
-    folders read-only, and of the host only what the winner names.
+    """The `bwrap` argument vector for `call` (§8.2): fresh namespaces, no capability, no
+    setuid bit (seccomp), never root, system folders read-only, of the host only what the
+    winner names, and nothing writable but what the grant and a bounded /tmp give.
 
     The winner's path is bound from the descriptor `call.bound` (`--bind-fd`), which
     `open_granted` reached without following a symbolic link: binding it by name would let
     bwrap follow a link that a tool swapped in since (a folder replaced by `ln -s / folder`).
-    The descriptor is passed to bwrap, which closes it before the tool starts."""
+    bwrap closes every descriptor it is given before the tool starts.
+
+    When brokerd is root (`host.drop_to`), the sandbox is set up as root in a user namespace
+    whose map brokerd writes while bwrap waits (`--userns-block-fd`): root, and the tool
+    user. The toolkit keeps four capabilities only long enough to check what is bound and
+    become that user (`toolkit.confine`)."""
     assert host.bwrap is not None
     granted = call.mount in (Mount.READ_ONLY, Mount.READ_WRITE, Mount.WORKDIR)
     grant = call.path if granted and call.path and call.bound is not None else None
+    kind = "--ro-bind-fd" if call.mount is Mount.READ_ONLY else "--bind-fd"
     # System folders are bound where they are on the host, so that under a grant of one of
     # their parents (`/` above all) their mount points already exist: bwrap never has to
-    # create one inside a bound host folder (a read-only one would fail, a writable one
-    # would be changed). The host's own /bin-style links come with a grant of `/`.
+    # create one inside a bound host folder. The host's own /bin-style links come with a
+    # grant of `/`.
     binds: list[tuple[str, list[str]]] = [
         ("/usr", ["--ro-bind", "/usr", "/usr"]),
         (host.python_prefix, ["--ro-bind", host.python_prefix, host.python_prefix]),
-        (host.toolkit, ["--ro-bind", host.toolkit, host.toolkit]),
     ]
     binds += [(folder, ["--ro-bind", folder, folder]) for folder in host.folders]
     binds += [
@@ -96,17 +164,18 @@ def command(host: Host, call: Call) -> list[str]:
         for target, link in host.links
         if grant is None or not inside(grant, link)
     ]
+    tmp = ["--perms", "1777", "--size", str(call.tmp_mb * MIB), "--tmpfs"]  # as on a host
     binds += [("/proc", ["--proc", "/proc"]), ("/dev", ["--dev", "/dev"])]
-    binds += [("/tmp", ["--tmpfs", "/tmp"])]
+    binds += [("/dev/shm", [*tmp, "/dev/shm"]), ("/tmp", [*tmp, "/tmp"])]
+    binds += [(TOOLKIT_INSIDE, ["--ro-bind", host.toolkit, TOOLKIT_INSIDE])]
+    binds += [(PYTHON_INSIDE, ["--ro-bind", host.python_prefix, PYTHON_INSIDE])]
+    read_only = ["/dev"]
     if grant is not None:
-        kind = "--ro-bind-fd" if call.mount is Mount.READ_ONLY else "--bind-fd"
         binds.append((grant, [kind, str(call.bound), grant]))
-        # What narrower grants deny or label higher is covered: an empty folder, or an empty
-        # file. A mount point cannot be renamed or removed from inside, so no sandbox can
-        # move what is covered out from under its cover.
-        for place, folder in call.hidden:
-            cover = ["--tmpfs", place] if folder else ["--ro-bind", "/dev/null", place]
-            binds.append((place, cover))
+        for layer in call.layers:
+            binds.append((layer.path, _layer(layer, kind)))
+            if layer.cover is Cover.FOLDER:
+                read_only.append(layer.path)
     if call.mount is Mount.PROXY:
         binds.append(("/etc/ssl/certs", ["--ro-bind-try", "/etc/ssl/certs", "/etc/ssl/certs"]))
         if call.proxy:  # connecting needs no write access: read-only, so it cannot be changed
@@ -115,31 +184,83 @@ def command(host: Host, call: Call) -> list[str]:
             binds.append((CA_INSIDE, ["--ro-bind", call.ca_file, CA_INSIDE]))
     # Parents before children, so a narrower mount is never hidden under a wider one; at equal
     # depth the order above holds, so a grant of /tmp itself comes after the private /tmp.
-    binds.sort(key=lambda item: 0 if item[0] == "/" else item[0].count("/"))
-    argv = [
-        host.bwrap,
-        "--unshare-all",
-        "--unshare-user",
-        "--disable-userns",
-        "--die-with-parent",
-        "--new-session",
-        "--clearenv",
-        "--cap-drop",
-        "ALL",
-    ]
-    for _, mount in binds:
-        argv += mount
-    for key, value in sorted(environment(call, inside=True).items()):
+    binds.sort(key=lambda item: _depth(item[0]))
+    argv = [host.bwrap, "--unshare-all", "--unshare-user"]
+    if host.drop_to is not None:
+        assert call.info_fd >= 0 and call.block_fd >= 0, "a root brokerd maps the user itself"
+        argv += ["--info-fd", str(call.info_fd), "--userns-block-fd", str(call.block_fd)]
+        argv += ["--cap-drop", "ALL", *(f for cap in ROOT_CAPS for f in ("--cap-add", cap))]
+    else:
+        argv += ["--disable-userns", "--cap-drop", "ALL"]
+        if call.info_fd >= 0 and call.block_fd >= 0:
+            argv += ["--info-fd", str(call.info_fd), "--block-fd", str(call.block_fd)]
+    argv += ["--die-with-parent", "--new-session", "--clearenv"]
+    if call.seccomp_fd >= 0:
+        argv += ["--seccomp", str(call.seccomp_fd)]
+    argv += _mounts(binds)
+    # Once every mount is made, nothing of the sandbox's own is writable but /tmp and
+    # /dev/shm (bounded); `/` stays writable only when it is the grant itself.
+    if grant != "/":
+        read_only.append("/")
+    for path in sorted(read_only, key=_depth, reverse=True):
+        argv += ["--remount-ro", path]
+    env = environment(call, inside=True)
+    if host.drop_to is not None:
+        env["BX_USER"] = f"{host.drop_to[0]}:{host.drop_to[1]}"
+        env["BX_USERNS"] = "0"
+    if call.checks:
+        env["BX_BOUND"] = ";".join(
+            f"{dev}:{ino}:{path.encode().hex()}" for path, dev, ino in call.checks
+        )
+    for key, value in sorted(env.items()):
         argv += ["--setenv", key, value]
     # The toolkit moves to the working folder itself, so that a missing one is the tool's
     # error ("no such directory"), not bwrap's.
     argv += ["--chdir", "/"]
-    argv += [host.python, "-I", "-S", "-c", _bootstrap(host), call.tool]
+    sys_path = [LIB_INSIDE, *(f"{PYTHON_INSIDE}/{folder}" for folder in host.stdlib)]
+    argv += [host.python, "-I", "-S", "-c", BOOTSTRAP.format(path=sys_path), call.tool]
     return argv
 
 
-def _bootstrap(host: Host) -> str:
-    return BOOTSTRAP.format(where=os.path.dirname(host.toolkit))
+HOST_BINDS = frozenset({"--ro-bind", "--bind", "--ro-bind-fd", "--bind-fd", "--ro-bind-try"})
+
+
+def _mounts(binds: list[tuple[str, list[str]]]) -> list[str]:
+    """The mounts in order, each preceded by the folders bwrap must make for it in its own
+    file systems, made 0755: bwrap 0.8 makes them 0700, which a tool user other than the
+    one that set the sandbox up could not pass through. A folder inside a host bind is the
+    host's own and is never made or changed."""
+    made: dict[str, bool] = {"/": False}  # what is mounted where: True for a host folder
+    argv: list[str] = []
+    for dest, mount in binds:
+        for folder in _parents(dest):
+            if folder in made:
+                continue
+            around = max((m for m in made if inside(m, folder)), key=_depth)
+            if not made[around]:
+                argv += ["--perms", "0755", "--dir", folder]
+                made[folder] = False
+        argv += mount
+        made[dest] = mount[0] in HOST_BINDS
+    return argv
+
+
+def _parents(path: str) -> list[str]:
+    """`/a/b/c` -> `/a`, `/a/b`."""
+    parts = path.strip("/").split("/")[:-1]
+    return ["/" + "/".join(parts[: n + 1]) for n in range(len(parts))]
+
+
+def _layer(layer: Layer, kind: str) -> list[str]:
+    if layer.cover is Cover.FOLDER:
+        return ["--tmpfs", layer.path]
+    if layer.cover is Cover.FILE:
+        return ["--ro-bind", "/dev/null", layer.path]
+    return [kind, str(layer.fd), layer.path]
+
+
+def _depth(path: str) -> int:
+    return 0 if path == "/" else path.count("/")
 
 
 class Unconfinable(Exception):
@@ -181,28 +302,51 @@ def open_granted(path: str) -> int | None:
             os.close(current)
 
 
-def hidden_places(bound: int, grant: str, hidden: Sequence[str]) -> tuple[tuple[str, bool], ...]:
-    """Which of the `hidden` places under `grant` (pinned as `bound`) exist, and whether each
-    is a folder; Unconfinable when one is reached through a symbolic link (it could not be
-    covered where it really is)."""
-    found: list[tuple[str, bool]] = []
-    for place in hidden:
-        relative = place[len(grant) :].strip("/") if grant != "/" else place.strip("/")
-        fd = _walk(bound, relative, place)
-        if fd is None:
-            continue
-        try:
-            found.append((place, stat.S_ISDIR(os.fstat(fd).st_mode)))
-        finally:
-            os.close(fd)
+def layers(bound: int, view: View, *, writable: bool) -> tuple[Layer, ...]:
+    """The layers of `view` over the winner's path (pinned as `bound`), for what exists.
+
+    Each place is reached from `bound` without following a symbolic link. A narrower
+    grant's place reached through one is Unconfinable (it could not be covered where it
+    really is); one of boxmaker's own places is skipped, its resolved path being covered too.
+    Pins are made only when the sandbox can write (a read-only one can move nothing). The
+    caller closes the layers (`close`), also when this raises."""
+    found: list[Layer] = []
+    try:
+        wanted: list[tuple[str, Cover]] = [(p, Cover.PIN) for p in view.pins] if writable else []
+        wanted += [(path, Cover.REOPEN) for path in view.reopened]
+        wanted += [(path, Cover.FOLDER) for path in view.covers]
+        for path, cover in sorted(wanted, key=lambda item: _depth(item[0])):
+            strict = cover is Cover.FOLDER and path in view.strict
+            fd = _walk(bound, view.root, path, strict=strict)
+            if fd is None:
+                continue
+            if cover is Cover.FOLDER:
+                is_folder = stat.S_ISDIR(os.fstat(fd).st_mode)
+                os.close(fd)
+                found.append(Layer(Cover.FOLDER if is_folder else Cover.FILE, path))
+            elif stat.S_ISDIR(os.fstat(fd).st_mode):
+                found.append(Layer(cover, path, fd))
+            else:
+                os.close(fd)
+    except BaseException:
+        close(found)
+        raise
     return tuple(found)
 
 
-def _walk(start: int, relative: str, place: str) -> int | None:
-    """An O_PATH descriptor of `relative` under `start`, never through a link; None if missing."""
+def close(found: tuple[Layer, ...] | list[Layer]) -> None:
+    for layer in found:
+        if layer.fd >= 0:
+            os.close(layer.fd)
+
+
+def _walk(start: int, root: str, place: str, *, strict: bool) -> int | None:
+    """An O_PATH descriptor of `place` under `root` (pinned as `start`), never through a link;
+    None if it is missing (or, not `strict`, reached through a link)."""
+    relative = place[len(root) :].strip("/") if root != "/" else place.strip("/")
     current = os.dup(start)
     try:
-        for part in relative.split("/"):
+        for part in relative.split("/") if relative else ():
             try:
                 following = os.open(part, _PATH_FLAGS, dir_fd=current)
             except (FileNotFoundError, NotADirectoryError):
@@ -210,6 +354,8 @@ def _walk(start: int, relative: str, place: str) -> int | None:
             os.close(current)
             current = following
             if stat.S_ISLNK(os.fstat(current).st_mode):
+                if not strict:
+                    return None
                 raise Unconfinable(
                     f"{place}, which another grant covers, cannot be hidden: it is reached "
                     "through a symbolic link"
@@ -223,7 +369,8 @@ def _walk(start: int, relative: str, place: str) -> int | None:
 
 def unconfined_command(host: Host, call: Call) -> list[str]:
     """`[sandbox] mode = "none"`: the toolkit, run directly. For development only."""
-    return [host.python, "-I", "-S", "-c", _bootstrap(host), call.tool]
+    bootstrap = BOOTSTRAP.format(path=[os.path.dirname(host.toolkit)])
+    return [host.python, "-I", "-S", "-c", bootstrap, call.tool]
 
 
 def environment(call: Call, *, inside: bool) -> dict[str, str]:

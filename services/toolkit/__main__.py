@@ -24,9 +24,19 @@ FETCH_TIMEOUT_S = 20.0
 
 
 def main() -> "NoReturn":
-    """Run the tool named by the one command-line argument and exit with its code."""
-    stdin = sys.stdin.buffer if sys.stdin is not None else None
-    outcome = run(tool_name(sys.argv[1:]), stdin, whole_process=True)
+    """Confine this process as brokerd asked, then run the tool named by the one
+    command-line argument and exit with its code."""
+    import posix
+
+    from .confine import ConfineError, confine
+
+    try:
+        confine(posix.environ)
+    except ConfineError as error:
+        outcome = Outcome.misuse(f"toolkit: {error}")
+    else:
+        stdin = sys.stdin.buffer if sys.stdin is not None else None
+        outcome = run(tool_name(sys.argv[1:]), stdin, whole_process=True)
     _write_all(1, outcome.stdout)
     _write_all(2, outcome.stderr + "\n" if outcome.stderr else "")
     raise SystemExit(outcome.exit)

@@ -24,6 +24,8 @@ SHELL = "/bin/sh"
 GRACE_S = 1.0  # after the shell ends, how long to wait for what its killed children wrote
 _POLL_S = 0.05  # how often to look whether the shell has ended while its output is quiet
 _PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
+_PR_SET_NO_NEW_PRIVS = 38
+_CAPABILITY_VERSION_3 = 0x20080522  # <linux/capability.h>
 
 
 def run_shell(
@@ -38,13 +40,16 @@ def run_shell(
 
     `reap_orphans` (for the toolkit's own process only: it kills every child the caller has)
     makes this process a child subreaper, so that what the command started outside its group
-    (`setsid`, a double fork) is orphaned to it, then killed and reaped too. `limits` (memory
-    in MiB, processes) are set on the command before it starts, and no core is ever dumped.
+    (`setsid`, a double fork) is orphaned to it, then killed and reaped too, and seals it:
+    nothing the command runs may gain a privilege. `limits` (memory in MiB, processes) are
+    set on the command before it starts, and no core is ever dumped.
     """
     why = _not_a_folder(cwd)
     if why is not None:
         return Outcome.tool_error(f"shell: {cwd}: {why}")
     if reap_orphans:
+        if not _seal():
+            return Outcome.misuse("toolkit: shell: cannot forbid new privileges")
         reap_orphans = _become_subreaper()
     try:
         process = subprocess.Popen(
@@ -166,6 +171,23 @@ def _become_subreaper() -> bool:
 
         libc = ctypes.CDLL(None, use_errno=True)
         return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (ImportError, OSError, AttributeError):
+        return False
+
+
+def _seal() -> bool:
+    """PR_SET_NO_NEW_PRIVS, and no capability left in any set this process can lower: no
+    program the command runs gains a privilege through a setuid bit or a file capability,
+    whatever is left in the bounding set after the toolkit became the tool user."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            return False
+        header = (ctypes.c_uint32 * 2)(_CAPABILITY_VERSION_3, 0)
+        nothing = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable; twice
+        return bool(libc.capset(header, nothing) == 0)
     except (ImportError, OSError, AttributeError):
         return False
 

@@ -2,7 +2,9 @@
 granted one folder sees, writes and reaches nothing else of the host.
 
 Every call goes over brokerd's broker socket, decided by grants this test writes. The tests
-run as root, so file permissions stop nothing: what a test shows is what the sandbox hides.
+run as root, and brokerd then runs every tool as `nobody`; the folders a test grants, and the
+other folder it tries to reach, are nobody's, so file permissions stop nothing: what a test
+shows is what the sandbox hides.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import pytest
 from bxcore.messages import Done, Failed, Outcome, ToolRequest, ToolResponse
 from bxcore.tools import Mount
 from services.brokerd import child, sandbox
-from tests.support.daemons import Daemon, init_home, running
+from tests.support.daemons import Daemon, init_home, running, tool_owned
 
 PYTHON = os.path.realpath(sys.executable)  # the interpreter the sandbox binds for the toolkit
 NO_SUCH = "No such file or directory"
@@ -95,6 +97,7 @@ def make_box(root: Path, config: str = "") -> Path:
     (root / "o").mkdir()
     (root / "o" / "secret.txt").write_text("OTHER FOLDER SECRET\n")
     (home / "secret.txt").write_text("HOME SECRET\n")
+    tool_owned(root / "g", root / "o")
     return home
 
 
@@ -174,6 +177,7 @@ def test_a_granted_path_that_a_shell_swapped_for_a_symlink_binds_nothing_it_poin
     victim.write_text("UNTOUCHED\n")
     swapped = box.granted / f"swapped-{tool}"
     swapped.mkdir()
+    tool_owned(swapped)
     grant(box.home, f"narrow-{tool.replace('_', '-')}", tool, swapped)
     # The model's own shell, granted the parent folder, points the narrower grant elsewhere.
     box.shell(f"rm -r {swapped} && ln -s {box.other} {swapped}")
@@ -193,6 +197,7 @@ def test_a_grant_of_one_file_binds_that_file_read_only_or_read_write() -> None:
         files = box.root / "f"
         files.mkdir()
         (files / "a.txt").write_text("A\n")
+        tool_owned(files)
         grant(box.home, "one-read", "read_file", files / "a.txt")
         grant(box.home, "one-write", "write_file", files / "a.txt")
         grant(box.home, "new-write", "write_file", files / "new.txt")
@@ -272,12 +277,21 @@ def test_the_sandbox_sees_its_own_processes_and_no_descriptor_of_the_host(box: B
         assert target.startswith(allowed), target
 
 
-def test_a_shell_holds_no_capability_and_cannot_make_a_namespace_of_its_own(box: Box) -> None:
-    """Root inside, but with every capability dropped and nested user namespaces off, so
-    nothing inside can remount, unshare or rearrange what it sees."""
-    output = box.shell("grep '^Cap' /proc/self/status; unshare -U true; unshare -m true")
-    caps = [line.split() for line in output.splitlines() if line.startswith("Cap")]
-    assert len(caps) == 5 and all(int(value, 16) == 0 for _, value in caps), caps
+def test_a_shell_runs_as_the_tool_user_with_no_capability_and_no_namespace_of_its_own(
+    box: Box,
+) -> None:
+    """Never root: the tool user (nobody, as brokerd runs as root here), every capability
+    gone, no new privilege for anything it runs, and nested user namespaces off, so nothing
+    inside can remount, unshare or rearrange what it sees."""
+    output = box.shell(
+        "id -u; grep -E '^(Cap|NoNewPrivs)' /proc/self/status; unshare -U true; unshare -m true"
+    )
+    lines = output.splitlines()
+    assert lines[0] == ("65534" if os.getuid() == 0 else str(os.getuid()))
+    status = dict(line.split(":\t") for line in lines if line.startswith(("Cap", "NoNew")))
+    for held in ("CapInh", "CapPrm", "CapEff", "CapAmb"):
+        assert int(status[held], 16) == 0, status
+    assert status["NoNewPrivs"] == "1"
     assert output.count("unshare: unshare failed:") == 2
 
 
@@ -442,18 +456,26 @@ def test_a_memory_hog_is_stopped_by_the_memory_limit(box: Box) -> None:
     assert box.shell(small) == "[exit status 0]"
 
 
-def test_max_processes_does_not_bind_root_so_only_the_timeout_does(box: Box) -> None:
-    """As root the kernel ignores RLIMIT_NPROC (docs/sandbox.md); this shows the caveat is
-    real, and the test above shows the timeout still kills them all."""
-    output = box.shell(
-        "i=0; while [ $i -lt 40 ]; do sleep 3 & i=$((i+1)); done; sleep 0.3; "
-        "ps -e -o comm= | grep -c '^sleep$'; kill $(jobs -p) 2>/dev/null"
+def test_max_processes_binds_since_no_tool_runs_as_root(box: Box) -> None:
+    """RLIMIT_NPROC never binds root; tools never run as root, so it binds every sandbox."""
+    forks = (
+        "import os, signal\nkids = []\nfor _ in range(40):\n    try:\n        pid = os.fork()\n"
+        "    except OSError:\n        break\n    if pid == 0:\n"
+        "        os.execv('/bin/sleep', ['sleep', '3'])\n    kids.append(pid)\n"
+        "print(len(kids))\nfor kid in kids:\n    os.kill(kid, signal.SIGKILL)\n"
     )
-    count = int(output.splitlines()[0])
-    if os.getuid() == 0:
-        assert count == 40  # more than max_processes = 16: not enforced for root
-    else:
-        assert count < 16
+    output = box.shell(f"{PYTHON} -I -S -c {shlex.quote(forks)}")
+    assert 0 < int(output.splitlines()[0]) < 16, output
+
+
+def test_a_fork_bomb_ends_within_the_calls_limits_and_brokerd_serves_on(tight: Box) -> None:
+    started = time.monotonic()
+    outcome = tight.call(
+        "shell", {"command": "b() { b | b & }; b", "cwd": str(tight.granted)}, timeout=30
+    )
+    assert isinstance(outcome, Done | Failed), outcome
+    assert time.monotonic() - started < 10
+    assert tight.shell("echo still serving") == "still serving\n[exit status 0]"
 
 
 def bare_sandbox(script: str) -> list[str]:
@@ -564,8 +586,8 @@ def test_a_bwrap_that_fails_to_start_is_an_error_and_nothing_runs(short_tmp: Pat
     (fake / "bwrap").chmod(0o755)
     with box_running(env={"PATH": f"{fake}:/usr/bin:/bin"}) as box:
         answers, left = every_sandboxed_call(box)
-    failed = Failed(
-        "sandbox unavailable: bwrap: Creating new namespace failed: Operation not permitted"
-    )
+        log = box.brokerd.output()
+    failed = Failed("sandbox unavailable: bwrap could not set up the sandbox (see brokerd's log)")
     assert answers == [failed] * 4
     assert left == ["a.txt"]
+    assert "bwrap: Creating new namespace failed: Operation not permitted" in log

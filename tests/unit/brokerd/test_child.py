@@ -94,3 +94,72 @@ async def test_close_cancelled_while_it_waits_still_closes_every_descriptor() ->
     assert set(os.listdir("/proc/self/fd")) <= before
     process.kill()
     assert process.wait() == -9
+
+
+# --- the hold: bwrap says which process the sandbox is, and waits ---------------------------
+
+# Plays bwrap's part: write `{"child-pid": N` (the rest comes later, as bwrap writes it), then
+# wait for a byte on the block descriptor, then say it went on.
+FAKE_BWRAP = (
+    "printf '{{\\n    \"child-pid\": %d,\\n' $$ > /proc/self/fd/{info}; "
+    "head -c 1 < /proc/self/fd/{block} >/dev/null && echo released"
+)
+
+
+async def held(ready: object) -> tuple[child.Finished, list[int]]:
+    info_r, info_w = os.pipe()
+    block_r, block_w = os.pipe()
+    seen: list[int] = []
+
+    def on_ready(pid: int) -> None:
+        seen.append(pid)
+        if callable(ready):
+            ready(pid)
+
+    try:
+        finished = await child.run(
+            [SH, "-c", FAKE_BWRAP.format(info=info_w, block=block_r)],
+            b"",
+            timeout_s=5.0,
+            pass_fds=(info_w, block_r),
+            hold=child.Hold(info_r, block_w, on_ready),
+        )
+    finally:
+        for fd in (info_r, info_w, block_r, block_w):
+            os.close(fd)
+    return finished, seen
+
+
+async def test_a_held_sandbox_goes_on_once_it_is_ready() -> None:
+    finished, seen = await held(None)
+    assert finished.exit == 0 and finished.stdout == b"released\n"
+    assert len(seen) == 1 and seen[0] > 1
+
+
+async def test_a_sandbox_that_cannot_be_made_ready_is_killed_before_it_goes_on() -> None:
+    def fail(pid: int) -> None:
+        raise OSError("no cgroup")
+
+    started = time.monotonic()
+    finished, seen = await held(fail)
+    assert len(seen) == 1
+    assert b"released" not in finished.stdout
+    assert finished.exit is not None and finished.exit < 0  # killed
+    assert time.monotonic() - started < 4
+
+
+async def test_a_bwrap_that_ends_before_it_says_anything_is_not_waited_for() -> None:
+    info_r, info_w = os.pipe()
+    block_r, block_w = os.pipe()
+    seen: list[int] = []
+    try:
+        finished = await child.run(
+            [SH, "-c", "echo 'bwrap: cannot' >&2; exit 1"],
+            b"",
+            timeout_s=5.0,
+            hold=child.Hold(info_r, block_w, seen.append),
+        )
+    finally:
+        for fd in (info_r, info_w, block_r, block_w):
+            os.close(fd)
+    assert finished.exit == 1 and seen == []

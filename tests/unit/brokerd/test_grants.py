@@ -69,6 +69,9 @@ def test_a_memory_grant_names_no_place() -> None:
         ("x", b'tool = "read_file"\nmode = "allow"\npath = "a"\n', "not a valid path"),
         ("x", b'tool = "read_file"\nmode = "allow"\npath = "/a/../b"\n', "not a valid path"),
         ("x", b'tool = "read_file"\nmode = "allow"\npath = "/a\\u0000"\n', "not a valid path"),
+        ("x", b'tool = "read_file"\nmode = "allow"\npath = "/dev"\n', "/dev is every sandbox"),
+        ("x", b'tool = "shell"\nmode = "allow"\npath = "/dev/shm"\n', "/dev is every sandbox"),
+        ("x", b'tool = "write_file"\nmode = "deny"\npath = "/proc/1"\n', "/proc is every"),
         (
             "x",
             b'tool = "read_file"\nmode = "allow"\npath = "/a"\nhost = "a.com"\n',

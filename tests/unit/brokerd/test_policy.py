@@ -11,6 +11,7 @@ from bxcore.labels import DataClass, Label
 from bxcore.messages import AskWhy
 from services.brokerd.grants import Grant, Mode
 from services.brokerd.policy import Allowed, Ask, Denied, decide, redecide, specificity
+from services.brokerd.view import OwnPlaces
 
 PRIVATE = Label(DataClass.PRIVATE, False)
 PUBLIC = Label(DataClass.PUBLIC, False)
@@ -323,7 +324,8 @@ def test_the_trace_names_every_step_taken() -> None:
     assert "flow: the session holds secret data" in text
 
 
-# What the sandbox of a wide grant must hide (a narrower grant denies or labels it higher).
+# What the sandbox of a wide grant must hide (a narrower grant denies or labels it higher);
+# the plan itself is tested case by case in test_view.py.
 
 
 @pytest.mark.parametrize(
@@ -360,10 +362,92 @@ def test_an_allowed_call_hides_what_narrower_grants_deny_or_label_higher(
 ) -> None:
     decision = decide(PRIVATE, "read_file", a(path="/home/kyle/notes/x"), [NOTES, *others])
     assert isinstance(decision, Allowed) and decision.winner == NOTES
-    assert decision.hidden == hidden
+    assert decision.view.covers == hidden
 
 
 def test_an_approved_call_hides_the_same_places() -> None:
     vault = g("vault", "shell", path="/home/kyle/work/vault", cls="secret")
     decision = redecide(PRIVATE, "shell", a(command="ls", cwd="/home/kyle/work"), [WORK_SH, vault])
-    assert isinstance(decision, Allowed) and decision.hidden == ("/home/kyle/work/vault",)
+    assert isinstance(decision, Allowed) and decision.view.covers == ("/home/kyle/work/vault",)
+
+
+# What a result carries joins every grant on or above the folder the sandbox shows.
+
+
+@pytest.mark.parametrize(
+    "others, label",
+    [
+        ([g("wide-shell", "shell", path="/home/kyle/notes", cls="public")], PRIVATE),
+        ([g("same-secret", "write_file", path="/home/kyle/notes", cls="secret")], SECRET),
+        ([g("above-secret", "shell", path="/home/kyle", cls="secret")], SECRET),
+        ([g("above-mail", "read_file", path="/home", untrusted=True)], UNTRUSTED),
+        ([g("below-public", "read_file", path="/home/kyle/notes/pub", cls="public")], PRIVATE),
+        ([g("below-secret", "read_file", path="/home/kyle/notes/v", cls="secret")], PRIVATE),
+        ([g("above-denied", "read_file", "deny", path="/home/kyle/x", cls="secret")], PRIVATE),
+        ([g("deny-above", "shell", "deny", path="/home", cls="secret")], PRIVATE),
+    ],
+)
+def test_a_result_carries_every_grant_that_names_its_folder_or_one_above_it(
+    others: list[Grant], label: Label
+) -> None:
+    decision = decide(PUBLIC, "read_file", a(path="/home/kyle/notes/x"), [NOTES, *others])
+    assert isinstance(decision, Allowed) and decision.winner == NOTES
+    assert decision.label == label
+
+
+def test_a_narrower_grant_with_a_lower_label_does_not_lower_what_it_shows() -> None:
+    public = g("pub", "read_file", path="/home/kyle/notes/pub", cls="public")
+    decision = decide(PUBLIC, "read_file", a(path="/home/kyle/notes/pub/a"), [NOTES, public])
+    assert isinstance(decision, Allowed) and decision.winner == public
+    assert decision.label == PRIVATE
+
+
+# boxmaker's own places: never a tool's, whatever the grants say.
+
+OWN = OwnPlaces(("/home/kyle/.box", "/srv/boxmaker"), ("/home/kyle/.box/workspace",))
+
+
+@pytest.mark.parametrize(
+    "tool, arguments",
+    [
+        ("read_file", a(path="/home/kyle/.box/keys/owner.key_secret")),
+        ("read_file", a(path="/home/kyle/.box")),
+        ("write_file", a(path="/home/kyle/.box/grants/zz.toml", content='tool = "shell"')),
+        ("shell", a(command="ls", cwd="/home/kyle/.box/run")),
+        ("shell", a(command="ls", cwd="/home/kyle/.box")),
+        ("write_file", a(path="/srv/boxmaker/services/subprocess.py", content="x")),
+    ],
+)
+def test_boxmakers_own_files_are_protected_whatever_the_grants(tool: str, arguments: str) -> None:
+    for label in (PUBLIC, PRIVATE, SECRET, UNTRUSTED):
+        assert reason(decide(label, tool, arguments, EVERYTHING, own=OWN)) is DenyReason.PROTECTED
+
+
+@pytest.mark.parametrize(
+    "tool, arguments",
+    [
+        ("read_file", a(path="/home/kyle/.box/workspace/todo.md")),
+        ("shell", a(command="ls", cwd="/home/kyle/.box/workspace")),
+        ("read_file", a(path="/home/kyle/.box2/x")),
+        ("shell", a(command="ls", cwd="/home/kyle")),
+        ("shell", a(command="ls")),
+    ],
+)
+def test_the_workspace_and_everything_around_the_home_stay_reachable(
+    tool: str, arguments: str
+) -> None:
+    decision = decide(PRIVATE, tool, arguments, EVERYTHING, own=OWN)
+    assert isinstance(decision, Allowed), decision
+
+
+def test_a_sandbox_over_the_home_hides_it_and_shows_the_workspace_again() -> None:
+    decision = decide(PRIVATE, "shell", a(command="ls", cwd="/home/kyle"), EVERYTHING, own=OWN)
+    assert isinstance(decision, Allowed)
+    assert decision.view.covers == ("/srv/boxmaker", "/home/kyle/.box")  # parents first
+    assert decision.view.reopened == ("/home/kyle/.box/workspace",)
+
+
+def test_the_trace_says_why_a_protected_call_is_refused() -> None:
+    trace: list[str] = []
+    decide(PRIVATE, "read_file", a(path="/home/kyle/.box/config.toml"), EVERYTHING, trace, OWN)
+    assert "/home/kyle/.box/config.toml holds boxmaker's own files" in "\n".join(trace)

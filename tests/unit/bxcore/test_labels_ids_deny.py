@@ -99,6 +99,8 @@ SENTENCES = {
     "owner_denied": "Denied: the owner refused this call.",
     "approval_expired": "Denied: the owner did not answer in time.",
     "audit_unavailable": "Denied: the audit log cannot be written, so nothing can run.",
+    # Issue 9: boxmaker's own files, whatever the grants say (docs/decisions.md).
+    "protected": "Denied: this path holds boxmaker's own files, which no tool may touch.",
 }
 
 

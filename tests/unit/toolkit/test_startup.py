@@ -65,6 +65,7 @@ def test_read_file_imports_no_ssl_socket_subprocess_or_even_os(toolkit_command, 
     assert sorted(ours) == [
         "toolkit",
         "toolkit.__main__",
+        "toolkit.confine",  # posix only: becoming the tool user, checking the binds
         "toolkit.files",
         "toolkit.input",
         "toolkit.outcome",

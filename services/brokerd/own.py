@@ -1,0 +1,41 @@
+"""Where boxmaker's own files are (issue 9): the places no tool reaches, whatever the grants say.
+
+The home (everything but its workspace), the run folder with the sockets (also when it is a
+short folder under /tmp, or an endpoint the config moved), and the installation: the folder
+that holds the `bxcore` package (a checkout, or site-packages) and the Python environment it
+runs in. A tool that could write there could grant itself anything, read the owner's keys,
+speak on the owner's sockets, or plant code that brokerd or the toolkit would run. Each place
+is listed as written and as resolved, since grants name paths as written. Reads paths only.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import bxcore
+from bxcore.config import Config
+from bxcore.home import SOCKETS, Home
+from services.brokerd.args import valid_path
+from services.brokerd.view import OwnPlaces
+
+
+def own_places(home: Home, config: Config) -> OwnPlaces:
+    install = Path(bxcore.__file__).resolve().parent.parent
+    closed = [home.root, home.run_dir, install, Path(sys.prefix)]
+    for socket in SOCKETS:
+        endpoint = config.sockets.endpoint(socket, home)
+        if endpoint.startswith("ipc://"):
+            closed.append(Path(endpoint[len("ipc://") :]))
+    return OwnPlaces(_both(closed), _both([home.workspace]))
+
+
+def _both(paths: list[Path]) -> tuple[str, ...]:
+    """Each path as written and as resolved, without repeats, each a valid grant path."""
+    found: dict[str, None] = {}
+    for path in paths:
+        for form in (os.path.abspath(path), os.path.realpath(path)):
+            if valid_path(form):
+                found[form] = None
+    return tuple(found)
