@@ -214,7 +214,7 @@ class Home:
         others, or a plain `{home}/run` folder where a symlink is needed.
         """
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)  # the owner's alone
             if not self.run_moved:
                 return self._ensure_plain_run()
             target = self.run_dir

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import pwd
 import secrets
 import sys
 import time
@@ -34,6 +35,7 @@ from bxcore.messages import (
     SupervisorStop,
 )
 from bxcore.router import tune
+from bxcore.visible import visible
 from bxctl import pidfile
 from bxctl.box_view import (
     UNSANDBOXED,
@@ -41,6 +43,7 @@ from bxctl.box_view import (
     measure,
     service_json,
     show_started,
+    show_warnings,
     status_table,
     warn,
 )
@@ -49,6 +52,7 @@ from bxctl.init import init_home
 from bxctl.logs import Follower, rotate_if_over, rotated, tail
 from bxctl.output import fail, print_json, say
 from bxctl.pidfile import GRACE_S, Box
+from bxctl.safety import box_warnings, sandbox_report
 from bxctl.specs import ServiceSpec, parse_specs
 from bxctl.supervisor import Supervisor, SupervisorError
 from bxctl.supervisor import main as supervisor_main
@@ -183,7 +187,7 @@ def _fork_supervisor(home: Home, service_args: Sequence[str], log_path: Path) ->
     try:
         os.setsid()  # not stopped by the terminal's Ctrl-C or hang-up
         os.chdir(home.root)
-        log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         null_fd = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null_fd, 0)
         os.dup2(log_fd, 1)
@@ -349,13 +353,17 @@ def status(
     ctx: typer.Context,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")] = False,
 ) -> None:
-    """Each service: state, pid, uptime, restarts, memory and CPU. Exit 3 unless all run."""
-    record = _running(_home(ctx))
+    """Each service: state, pid, uptime, restarts, memory and CPU, and what about the home is
+    less safe than it should be. Exit 3 unless all run."""
+    home = _home(ctx)
+    warnings = box_warnings(home)
+    record = _running(home)
     if record is None:
         if as_json:
-            print_json({"running": False, "services": []})
+            print_json({"running": False, "services": [], "warnings": warnings})
         else:
             say("not running")
+            show_warnings(warnings)
         raise typer.Exit(3)
     report = _report(record)
     usage = measure([info.pid for info in report.services if info.pid is not None])
@@ -368,19 +376,36 @@ def status(
                 "supervisor": report.pid,
                 "sandbox": report.sandbox,
                 "unsandboxed": unsandboxed,
+                "tools": sandbox_report(home),
                 "console": report.console,
                 "services": services,
+                "warnings": warnings,
             }
         )
     else:
-        say(f"supervisor pid {report.pid}, sandbox {report.sandbox}")
+        say(f"supervisor pid {report.pid}, sandbox {report.sandbox}{_tools(home)}")
         if unsandboxed:
             say(UNSANDBOXED, style="red")
         status_table(services)
         if report.console:
             say(f"console: {report.console}")
+        show_warnings(warnings)
     if any(info.state is not RUNNING for info in report.services):
         raise typer.Exit(3)
+
+
+def _tools(home: Home) -> str:
+    """`, tools run as nobody, shell memory bounded by a cgroup`, from brokerd's report."""
+    report = sandbox_report(home)
+    if report is None or report.get("mode") != "bwrap" or report.get("problem"):
+        return ""
+    user = str(report.get("user", "?"))
+    try:
+        name = pwd.getpwuid(int(user.split(":")[0])).pw_name
+    except (KeyError, ValueError):
+        name = user
+    memory = "bounded by a cgroup" if report.get("memory") else "bounded per process"
+    return f", tools run as {name}, shell memory {memory}"
 
 
 # -- logs --------------------------------------------------------------------------------------
@@ -415,7 +440,8 @@ def logs(
     width = max((len(name) for name in paths), default=0)
 
     def show(name: str, line: str) -> None:
-        typer.echo(f"{name:<{width}} | {line}" if service is None else line)
+        shown = visible(line)  # a log may quote the model or a tool
+        typer.echo(f"{name:<{width}} | {shown}" if service is None else shown)
 
     followers = {name: Follower(path) for name, path in paths.items()} if follow else {}
     for name, path in paths.items():

@@ -13,6 +13,7 @@ import typer
 
 from bxcore.home import Home
 from bxcore.messages import ServiceInfo, ServiceState, SupervisorReport
+from bxcore.visible import visible
 from bxctl.logs import tail
 from bxctl.output import fail, is_terminal, say, table
 
@@ -76,7 +77,7 @@ def show_started(home: Home, report: SupervisorReport, *, fatal: bool) -> None:
     for info in failed:
         typer.echo(f"--- the last lines of {home.log(info.name)} ---", err=True)
         for line in tail(home.log(info.name), LOG_LINES_ON_FAILURE):
-            typer.echo(f"    {line}", err=True)
+            typer.echo(f"    {visible(line)}", err=True)
     if report.sandbox == "none":
         say(UNSANDBOXED, style="red")
     if report.console:
@@ -124,6 +125,12 @@ def service_json(info: ServiceInfo, usage: tuple[float, int, float] | None) -> d
         "cpu_percent": cpu,
         "last_exit": info.last_exit,
     }
+
+
+def show_warnings(warnings: list[str]) -> None:
+    """`status`'s warnings (bxctl.safety): one yellow line each, after the table."""
+    for line in warnings:
+        say(f"warning: {line}", style="yellow")
 
 
 def status_table(services: list[dict[str, Any]]) -> None:

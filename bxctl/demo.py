@@ -9,11 +9,12 @@ home of its own: a home with the owner's own config.toml is never turned into on
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from bxcore.config import toml_value
 from bxcore.home import Home
-from bxctl.init import init_home
+from bxctl.init import init_home, make_folder, write_new
 from bxctl.output import fail
 
 WELCOME = """# Welcome to the boxmaker demo
@@ -78,12 +79,13 @@ def prepare(home: Home) -> None:
     if script.exists():
         return
     init_home(home)
-    script.parent.mkdir(mode=0o700, exist_ok=True)
-    script.write_text(json.dumps(demo_script(home), indent=2) + "\n", encoding="utf-8")
+    make_folder(script.parent)
+    write_new(script, json.dumps(demo_script(home), indent=2) + "\n")
+    workspace = os.stat(home.workspace)
     for name, text in (("welcome.md", WELCOME), ("todo.md", TODO)):
         target = home.workspace / name
-        if not target.exists():
-            target.write_text(text, encoding="utf-8")
+        if write_new(target, text) and os.geteuid() == 0:  # tools run as the workspace's user
+            os.chown(target, workspace.st_uid, workspace.st_gid)
     home.config.write_text(
         "# The boxmaker demo: the bundled scripted model plays one turn.\n"
         "# For a real model, use a home of your own (bxctl --home DIR init).\n\n"

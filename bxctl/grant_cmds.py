@@ -7,13 +7,16 @@ what brokerd will decide by; brokerd sees any change at its next decision.
 from __future__ import annotations
 
 import os
+import stat
 from typing import Annotated, Any
 
 import typer
 
 from bxcore.config import toml_value
 from bxcore.home import Home
+from bxctl.init import make_folder, write_new
 from bxctl.output import fail, print_json, say, table
+from bxctl.safety import grant_warnings
 from services.brokerd.grants import Grant, InvalidGrant, parse_grant, read_folder, valid_id
 
 app = typer.Typer(help="The owner's grants: what the agent may do.", no_args_is_help=True)
@@ -24,6 +27,13 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts
 def _home(ctx: typer.Context) -> Home:
     home: Home = ctx.obj.home
     return home
+
+
+def grant_file_mode(folder_mode: int) -> int:
+    """A new grant file is the owner's alone (0600), unless the grants folder lets its group
+    read (deploy/: `grants/` is 2750 with brokerd's group): then that group reads it (0640).
+    Never readable by every user, whatever the umask."""
+    return 0o640 if folder_mode & stat.S_IRGRP else 0o600
 
 
 def grant_json(grant: Grant | InvalidGrant) -> dict[str, Any]:
@@ -71,18 +81,23 @@ def list_(ctx: typer.Context, as_json: JsonOption = False) -> None:
 
 @app.command()
 def check(ctx: typer.Context, as_json: JsonOption = False) -> None:
-    """Check every grant file; exit 1 when any is invalid, naming why."""
+    """Check every grant file; exit 1 when any is invalid, naming why. Also warn of grants
+    over boxmaker's own files and of grants of one folder that disagree on its label."""
     grants = read_folder(_home(ctx).grants)
+    warnings = grant_warnings(_home(ctx))
     if as_json:
         print_json(
             {
                 "valid": len(grants.valid),
                 "invalid": [{"id": g.id, "problem": g.problem} for g in grants.invalid],
+                "warnings": warnings,
             }
         )
     else:
         for grant in grants.invalid:
             say(f"invalid: {grant.id}: {grant.problem}", style="red")
+        for line in warnings:
+            say(f"warning: {line}", style="yellow")
         if not grants.invalid:
             say(f"ok: {len(grants.valid)} grants, all valid", style="green")
     if grants.invalid:
@@ -127,10 +142,11 @@ def add(
     if isinstance(parsed, InvalidGrant):
         fail(f"not added: {parsed.problem}")
     target = home.grant(grant_id)
-    home.grants.mkdir(parents=True, exist_ok=True)
+    make_folder(home.root)
+    make_folder(home.grants)
     temporary = target.with_name(f".{grant_id}.toml.new")
-    temporary.write_text(text, encoding="utf-8")
-    temporary.chmod(0o644)  # brokerd may run as another user (deploy/)
+    temporary.unlink(missing_ok=True)  # left by an add that was cut short
+    write_new(temporary, text, grant_file_mode(os.stat(home.grants).st_mode))
     try:
         os.link(temporary, target)  # fails if the id is taken: never overwrite
     except FileExistsError:

@@ -1,17 +1,25 @@
 """`bxctl init` (SPEC §2.2, §5.6): the home folder, keys, a commented config and starter grants.
 
 Idempotent, and it never overwrites anything the owner has: each file is written only where
-none exists, and the starter grants only into a grants folder that has no grant yet.
+none exists, and the starter grants only into a grants folder that has no grant yet. What it
+creates is the owner's alone: folders 0700, files 0600 (public keys aside); it never changes
+the mode or owner of what exists (deploy/install.sh sets its own afterwards). Run as root, it
+gives a new `workspace/` to the user tools run as (`[sandbox] user`), so the starter grants work.
 """
 
 from __future__ import annotations
 
 import os
+import pwd
 from pathlib import Path
 
 from bxcore import curve
-from bxcore.config import COMMENTED_CONFIG, toml_value
-from bxcore.home import Home
+from bxcore.config import COMMENTED_CONFIG, ConfigError, load_config, toml_value
+from bxcore.errors import one_line
+from bxcore.home import Home, HomeError
+
+FOLDER_MODE = 0o700  # the home and every folder bxctl makes in it
+FILE_MODE = 0o600  # every file bxctl writes in it (a public key is public: 0644)
 
 
 def starter_grants(home: Home) -> dict[str, str]:
@@ -38,43 +46,89 @@ def starter_grants(home: Home) -> dict[str, str]:
     }
 
 
-def _write_new(path: Path, text: str, mode: int = 0o644) -> bool:
-    """Write `text` to `path` only if nothing is there; True when written."""
+def write_new(path: Path, text: str, mode: int = FILE_MODE) -> bool:
+    """Write `text` to `path` at `mode` (whatever the umask) only if nothing is there; True
+    when written."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
     except FileExistsError:
         return False
     with os.fdopen(fd, "w", encoding="utf-8") as file:
+        os.fchmod(file.fileno(), mode)
         file.write(text)
         file.flush()
         os.fsync(file.fileno())
     return True
 
 
+def make_folder(folder: Path) -> bool:
+    """Create `folder` 0700 (whatever the umask) if it is missing; True when it was. Missing
+    parents are made as `mkdir -p` makes them: the home's own parents are not the home's."""
+    if folder.exists():
+        return False
+    folder.mkdir(mode=FOLDER_MODE, parents=True)
+    os.chmod(folder, FOLDER_MODE)
+    return True
+
+
+def tool_user_ids(configured: str) -> tuple[int, int]:
+    """The uid and gid of `[sandbox] user` (a name, or a uid), as brokerd run as root will run
+    tools; HomeError when there is no such user or it is root."""
+    try:
+        entry = pwd.getpwuid(int(configured)) if configured.isdigit() else pwd.getpwnam(configured)
+        uid, gid = entry.pw_uid, entry.pw_gid
+    except KeyError:
+        if not configured.isdigit():
+            raise HomeError(f"[sandbox] user: no user {configured!r} on this machine") from None
+        uid = gid = int(configured)  # a uid with no name: its own number as its group
+    if uid == 0 or gid == 0:
+        raise HomeError("[sandbox] user: tools never run as root or in root's group")
+    return uid, gid
+
+
+def _workspace_owner(home: Home) -> tuple[int, int] | None:
+    """Who a new workspace must belong to: None unless bxctl runs as root (then tools run as
+    `[sandbox] user`, never as root, and must be able to write their workspace) and the
+    workspace is still to be made (so a home made before reads no config here)."""
+    if os.geteuid() != 0 or home.workspace.exists():
+        return None
+    try:
+        configured = load_config(home.config).sandbox.user
+    except ConfigError as error:
+        raise HomeError(f"{error} (run as root, init reads [sandbox] user)") from None
+    return tool_user_ids(configured)
+
+
 def init_home(home: Home) -> list[str]:
-    """Create what is missing; return what was created, one line each (empty: all was there)."""
+    """Create what is missing; return what was created, one line each (empty: all was there).
+    HomeError (one line, nothing created) when run as root with no usable `[sandbox] user`."""
+    workspace_owner = _workspace_owner(home)
     made: list[str] = []
-    for folder, mode in (
-        (home.root, 0o755),
-        (home.grants, 0o755),
-        (home.audit, 0o700),
-        (home.sessions, 0o700),
-        (home.memory_db.parent, 0o700),
-        (home.keys, 0o700),
-        (home.logs, 0o755),
-        (home.workspace, 0o755),
-    ):
-        if not folder.exists():
-            folder.mkdir(mode=mode, parents=True)
-            made.append(f"folder {folder}")
+    try:
+        for folder in (
+            home.root,
+            home.grants,
+            home.audit,
+            home.sessions,
+            home.memory_db.parent,
+            home.keys,
+            home.logs,
+            home.workspace,
+        ):
+            if make_folder(folder):
+                made.append(f"folder {folder}")
+                if folder == home.workspace and workspace_owner is not None:
+                    os.chown(folder, *workspace_owner)
+    except OSError as error:
+        raise HomeError(f"cannot create the home folder: {one_line(error)}") from None
     home.ensure_run()
     for party in curve.PARTIES:
         if curve.generate(home.keys, party):
             made.append(f"key pair {home.keys / party}.key")
-    if _write_new(home.config, COMMENTED_CONFIG, 0o600):
+    if write_new(home.config, COMMENTED_CONFIG):
         made.append(f"config {home.config}")
     if not any(home.grants.glob("*.toml")):
         for grant_id, text in starter_grants(home).items():
-            if _write_new(home.grant(grant_id), text):
+            if write_new(home.grant(grant_id), text):
                 made.append(f"grant {grant_id}")
     return made

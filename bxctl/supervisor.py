@@ -142,7 +142,7 @@ class Supervisor:
             except zmq.ZMQError as error:
                 raise SupervisorError(f"cannot bind {self.endpoint}: {error}") from None
             try:
-                self.home.logs.mkdir(parents=True, exist_ok=True)
+                self.home.logs.mkdir(mode=0o700, parents=True, exist_ok=True)
             except OSError as error:
                 raise SupervisorError(f"cannot create the logs folder: {one_line(error)}") from None
             log.info("supervising %s at %s", ", ".join(self.services), self.home.root)

@@ -172,6 +172,8 @@ if [ ! -e "$HOME_DIR/config.toml" ]; then
     step "wrote $HOME_DIR/config.toml (from deploy/examples/config.toml)"
 fi
 # bxctl init makes what is missing (key pairs, starter grants, folders) and overwrites nothing.
+# It makes them the owner's alone (folders 0700, files 0600; run as root it gives a new
+# workspace/ to [sandbox] user): the owners and modes below replace those.
 "$PREFIX/venv/bin/bxctl" --home "$HOME_DIR" init
 
 folder root:boxmaker 0750 "$HOME_DIR"
@@ -207,8 +209,9 @@ folder root:boxmaker-owner 3770 "$HOME_DIR/witness"
 folder boxmaker-broker:boxmaker-owner 2770 "$HOME_DIR/workspace"
 # run: only a mount point here; each unit mounts its private /run/boxmaker-<service> on it.
 folder root:root 0700 "$HOME_DIR/run"
-# logs: `bxctl up` writes there; under systemd the services log to the journal.
-folder root:root 0755 "$HOME_DIR/logs"
+# logs: `bxctl up` writes there; under systemd the services log to the journal. Private
+# like every folder `bxctl init` makes (`bxctl status` warns about one open to every user).
+folder root:root 0700 "$HOME_DIR/logs"
 
 # --- loopd's environment, the socket folders, the units ------------------------------------
 

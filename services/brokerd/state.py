@@ -86,7 +86,8 @@ class StateStore:
         path = self._file(session)
         self._cache.pop(session, None)  # if the write fails, what is on disk is unknown
         try:
-            self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self.folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # {home}/state
+            self.folder.mkdir(exist_ok=True, mode=0o700)
             write_atomically(path, encode_label(joined))
         except OSError as error:
             raise StateError(f"cannot write {path}: {error.strerror}") from None

@@ -212,7 +212,7 @@ def test_restart_of_one_service_and_of_all_gives_new_processes(home: Path) -> No
 def test_status_json_and_exit_3_when_a_service_or_the_box_is_not_running(home: Path) -> None:
     result = bxctl(home, "status", "--json")
     assert result.returncode == 3
-    assert json.loads(result.stdout) == {"running": False, "services": []}
+    assert json.loads(result.stdout) == {"running": False, "services": [], "warnings": []}
     assert up(home).returncode == 0
     result = bxctl(home, "status", "--json")
     assert result.returncode == 0, result.stderr
@@ -220,6 +220,7 @@ def test_status_json_and_exit_3_when_a_service_or_the_box_is_not_running(home: P
     assert data["running"] is True and data["supervisor"] == supervisor_pid(home)
     assert data["sandbox"] == "bwrap" and data["unsandboxed"] is False
     assert data["console"] is None  # no gatewayd in this box
+    assert data["warnings"] == []  # the running box made nothing open to others (issue 9)
     for item in data["services"]:
         assert item["state"] == "running" and item["restarts"] == 0
         assert item["rss_bytes"] > 1_000_000 and item["cpu_percent"] >= 0.0
