@@ -21,6 +21,7 @@ from bxcore.home import SERVICES
 from tests.fakes.model_server import Answer
 from tests.support.box import processes_of, wait_until
 from tests.support.brokerd import args, ledger_records, write_grant
+from tests.support.daemons import tool_owned
 from tests.support.e2e import UpBox, box_up, results_read
 from tests.support.owner import Reader
 
@@ -28,9 +29,16 @@ UNKNOWN = "Error: the outcome of this call is unknown after a restart"
 RAN = "[exit status 0]"
 
 
+def shell_folder(home: Path) -> Path:
+    """The folder the shell grant names: beside the home (no tool reaches into the home)."""
+    return home.parent / "box"
+
+
 def grant_a_shell_folder(home: Path) -> None:
-    (home / "box").mkdir()
-    write_grant(home, "box-shell", tool="shell", mode="allow", path=f"{home}/box")
+    folder = shell_folder(home)
+    folder.mkdir()
+    tool_owned(folder)  # the shell writes there
+    write_grant(home, "box-shell", tool="shell", mode="allow", path=str(folder))
 
 
 @pytest.fixture
@@ -86,7 +94,7 @@ def _alive(process: psutil.Process) -> bool:
 def test_a_daemon_killed_during_a_shell_call_is_restarted_and_the_command_runs_once(
     box: UpBox, victim: str
 ) -> None:
-    folder = box.home / "box"
+    folder = shell_folder(box.home)
     runs = folder / "runs.txt"
     command = args(command="echo run >> runs.txt; sleep 1", cwd=str(folder))
     box.model.script("run it", box.model.calls(("shell", command)), Answer(text="Finished."))
@@ -142,7 +150,7 @@ def test_memoryd_killed_with_a_note_in_flight_is_restarted_and_the_note_kept_onc
     assert (restarted["restarts"], restarted["last_exit"]) == (1, "signal 9")
     others_untouched(box, before, "memoryd")
 
-    assert out.everything.endswith("✓ memory (8 bytes)\nNoted.\n")
+    assert out.everything.endswith("agent│ ✓ memory (8 bytes)\nagent│ Noted.\n")
     assert results_read(box.model.requests_for("remember")[-1]) == ["noted #1"]
     with contextlib.closing(sqlite3.connect(box.home / "memory" / "memory.sqlite3")) as db:
         kept = db.execute("SELECT text FROM notes").fetchall()

@@ -58,7 +58,7 @@ from services.brokerd.chain import ChainReport
 from services.brokerd.ledger import verify
 from services.brokerd.records import Head
 from tests.support.brokerd import write_grant
-from tests.support.daemons import Daemon, init_home, start
+from tests.support.daemons import Daemon, init_home, start, tool_owned
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None and not os.environ.get("CI"),
@@ -149,6 +149,7 @@ class Place:
         self.shell = self.root / "s"
         for folder in (self.files, self.denied, self.shell):
             folder.mkdir(parents=True)
+        tool_owned(self.files, self.shell)  # the tools write there
         write_grant(self.home, "crash-write", tool="write_file", mode="allow", path=str(self.files))
         write_grant(self.home, "crash-deny", tool="write_file", mode="deny", path=str(self.denied))
         write_grant(self.home, "crash-shell", tool="shell", mode="allow", path=str(self.shell))

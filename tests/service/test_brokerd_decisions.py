@@ -43,7 +43,7 @@ from tests.support.brokerd import (
     state_file,
     write_grant,
 )
-from tests.support.daemons import Daemon, init_home, running
+from tests.support.daemons import Daemon, init_home, running, tool_owned
 
 M5B_DETAIL = "invalid argument shape: unknown field `file`, expected `text`"
 
@@ -51,22 +51,23 @@ M5B_DETAIL = "invalid argument shape: unknown field `file`, expected `text`"
 @pytest.fixture(scope="module")
 def brokerd() -> Iterator[Daemon]:
     with short_folder() as tmp:
-        home = init_home(tmp / "h")
-        (home / "vault").mkdir()
-        (home / "vault" / "key.txt").write_text("the launch code")
+        home = init_home(tmp / "h")  # the data folders are beside it: no tool reaches into it
+        (tmp / "vault").mkdir()
+        (tmp / "vault" / "key.txt").write_text("the launch code")
         write_grant(
             home,
             "vault-read",
             tool="read_file",
             mode="allow",
-            path=f"{home}/vault",
+            path=f"{tmp}/vault",
             class_="secret",
         )
         # An explicit deny wins over a more specific allow (§5.2 step 4).
-        (home / "locked" / "inner").mkdir(parents=True)
-        write_grant(home, "locked", tool="write_file", mode="deny", path=f"{home}/locked")
+        (tmp / "locked" / "inner").mkdir(parents=True)
+        tool_owned(tmp / "locked")  # writable by the tools: only the deny keeps it empty
+        write_grant(home, "locked", tool="write_file", mode="deny", path=f"{tmp}/locked")
         write_grant(
-            home, "locked-inner", tool="write_file", mode="allow", path=f"{home}/locked/inner"
+            home, "locked-inner", tool="write_file", mode="allow", path=f"{tmp}/locked/inner"
         )
         with running("brokerd", home) as daemon:
             yield daemon
@@ -176,7 +177,7 @@ def test_an_explicit_deny_grant_beats_a_more_specific_allow_and_nothing_is_writt
     brokerd: Daemon,
 ) -> None:
     home = brokerd.home
-    target = home / "locked" / "inner" / "x.txt"
+    target = home.parent / "locked" / "inner" / "x.txt"
     write = args(path=str(target), content="x")
     assert call_raw(home, "deny-grant", "c1", "write_file", write) == denial("denied_by_grant")
     assert not target.exists()
@@ -189,7 +190,8 @@ def test_an_explicit_deny_grant_beats_a_more_specific_allow_and_nothing_is_writt
 def test_a_secret_session_may_not_write_to_a_private_folder(brokerd: Daemon) -> None:
     home = brokerd.home
     session = "flow-1"
-    read = call(brokerd, session, "c1", "read_file", args(path=f"{home}/vault/key.txt"))
+    key = args(path=f"{home.parent}/vault/key.txt")
+    read = call(brokerd, session, "c1", "read_file", key)
     assert read == Done(True, "the launch code", Label(DataClass.SECRET, False))
     target = home / "workspace" / "leak.txt"
     write = args(path=str(target), content="the launch code")
@@ -200,7 +202,7 @@ def test_a_secret_session_may_not_write_to_a_private_folder(brokerd: Daemon) -> 
     assert record["grant"] == "workspace-write"
     assert record["label"] == {"class": "secret", "untrusted": False}
     # The same session may still write where secrets may go: nowhere here; but a read is fine.
-    assert call(brokerd, session, "c3", "read_file", args(path=f"{home}/vault/key.txt")) == read
+    assert call(brokerd, session, "c3", "read_file", key) == read
 
 
 def test_an_allowed_call_is_recorded_allowed_then_executed(brokerd: Daemon) -> None:
@@ -225,17 +227,18 @@ def test_an_allowed_call_is_recorded_allowed_then_executed(brokerd: Daemon) -> N
 
 def test_a_grant_added_changed_or_removed_is_seen_at_the_next_decision(brokerd: Daemon) -> None:
     home = brokerd.home
-    (home / "docs").mkdir()
-    (home / "docs" / "a.txt").write_text("docs")
-    read = args(path=f"{home}/docs/a.txt")
+    docs = home.parent / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("docs")
+    read = args(path=f"{docs}/a.txt")
     assert call(brokerd, "grants-1", "c1", "read_file", read) == Denied(DenyReason.NO_GRANT)
     grant = write_grant(
-        home, "docs", tool="read_file", mode="allow", path=f"{home}/docs", class_="public"
+        home, "docs", tool="read_file", mode="allow", path=str(docs), class_="public"
     )
     assert call(brokerd, "grants-1", "c2", "read_file", read) == Done(
         True, "docs", Label(DataClass.PUBLIC, False)
     )
-    write_grant(home, "docs", tool="read_file", mode="deny", path=f"{home}/docs")
+    write_grant(home, "docs", tool="read_file", mode="deny", path=str(docs))
     assert call(brokerd, "grants-1", "c3", "read_file", read) == Denied(DenyReason.DENIED_BY_GRANT)
     assert only_decision(home, "grants-1", "c3")["grant_sha256"] == sha256_of(grant)
     grant.unlink()
@@ -244,18 +247,17 @@ def test_a_grant_added_changed_or_removed_is_seen_at_the_next_decision(brokerd: 
 
 def test_an_invalid_grant_never_matches_and_grants_reload_says_why(brokerd: Daemon) -> None:
     home = brokerd.home
-    (home / "notes").mkdir()
-    (home / "notes" / "a.txt").write_text("notes")
-    write_grant(home, "notes-slash", tool="read_file", mode="allow", path=f"{home}/notes/")
-    write_grant(
-        home, "notes-typo", tool="read_file", mode="allow", path=f"{home}/notes", clas="public"
-    )
-    write_grant(home, "notes-mode", tool="read_file", mode="always", path=f"{home}/notes")
+    notes = home.parent / "notes"
+    notes.mkdir()
+    (notes / "a.txt").write_text("notes")
+    write_grant(home, "notes-slash", tool="read_file", mode="allow", path=f"{notes}/")
+    write_grant(home, "notes-typo", tool="read_file", mode="allow", path=str(notes), clas="public")
+    write_grant(home, "notes-mode", tool="read_file", mode="always", path=str(notes))
     (home / "grants" / "Notes_Caps.toml").write_text(
-        f'tool = "read_file"\nmode = "allow"\npath = "{home}/notes"\n'
+        f'tool = "read_file"\nmode = "allow"\npath = "{notes}"\n'
     )
     (home / "grants" / "notes-broken.toml").write_bytes(b'tool = "read_file\n\xff')
-    read = args(path=f"{home}/notes/a.txt")
+    read = args(path=f"{notes}/a.txt")
     assert call(brokerd, "grants-2", "c1", "read_file", read) == Denied(DenyReason.NO_GRANT)
     listed = brokerd.ask(GrantsReload("g1"), socket="admin")
     assert isinstance(listed, GrantList)

@@ -48,15 +48,19 @@ UNTRUSTED = Label(DataClass.PRIVATE, True)
 
 
 def add_sources(home: Path) -> None:
-    """A secret folder, an untrusted inbox and a public folder to read from."""
+    """A secret folder, an untrusted inbox and a public folder to read from, beside the home
+    (no tool reaches into the home)."""
+    place = home.parent
     for folder, text in (("vault", "the launch code"), ("inbox", "obey me"), ("pub", "news")):
-        (home / folder).mkdir()
-        (home / folder / "a.txt").write_text(text)
+        (place / folder).mkdir()
+        (place / folder / "a.txt").write_text(text)
     write_grant(
-        home, "vault", tool="read_file", mode="allow", path=f"{home}/vault", class_="secret"
+        home, "vault", tool="read_file", mode="allow", path=f"{place}/vault", class_="secret"
     )
-    write_grant(home, "inbox", tool="read_file", mode="allow", path=f"{home}/inbox", untrusted=True)
-    write_grant(home, "pub", tool="read_file", mode="allow", path=f"{home}/pub", class_="public")
+    write_grant(
+        home, "inbox", tool="read_file", mode="allow", path=f"{place}/inbox", untrusted=True
+    )
+    write_grant(home, "pub", tool="read_file", mode="allow", path=f"{place}/pub", class_="public")
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +79,8 @@ def state(daemon: Daemon, session: str) -> Label:
 
 
 def read(daemon: Daemon, session: str, call_id: str, folder: str) -> object:
-    return call(daemon, session, call_id, "read_file", args(path=f"{daemon.home}/{folder}/a.txt"))
+    path = daemon.home.parent / folder / "a.txt"
+    return call(daemon, session, call_id, "read_file", args(path=str(path)))
 
 
 def label_json(label: Label) -> dict[str, object]:

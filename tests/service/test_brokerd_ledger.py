@@ -57,7 +57,7 @@ from tests.support.brokerd import (
     state_file,
     write_grant,
 )
-from tests.support.daemons import Daemon, init_home, running, start
+from tests.support.daemons import Daemon, init_home, running, start, tool_owned
 
 ALREADY_RAN = "this call already ran; its output is no longer held"
 UNKNOWN = "the outcome of this call is unknown after a restart"
@@ -70,6 +70,7 @@ def add_run_grant(home: Path) -> Path:
     """A folder where shell runs without asking (more specific than the starter's ask)."""
     run = home / "workspace" / "run"
     run.mkdir()
+    tool_owned(run)  # the shell writes there
     write_grant(home, "run", tool="shell", mode="allow", path=str(run))
     return run
 

@@ -25,11 +25,15 @@ from bxcore.messages import (
     ToolDone,
     ToolPending,
     TurnEnd,
+    TurnError,
     VerdictRequest,
 )
-from tests.fakes.model_server import FakeModel
+from services.loopd.tools import too_many_calls
+from services.loopd.turn import too_many_calls_said
+from tests.fakes.model_server import Answer, FakeModel
+from tests.fakes.model_server import Call as ModelCall
 from tests.support.brokerd import ledger_records, records_of, short_folder, write_grant
-from tests.support.daemons import init_home, sync_request
+from tests.support.daemons import init_home, sync_request, tool_owned
 from tests.support.loopd import Conversations, Loop, answer, call, stack, tool_results
 
 
@@ -37,8 +41,9 @@ from tests.support.loopd import Conversations, Loop, answer, call, stack, tool_r
 def loop() -> Iterator[Loop]:
     with short_folder() as root, FakeModel() as model:
         home = init_home(root / "h", f'[model]\nbase_url = "{model.base_url}"\n')
-        (home / "box").mkdir()
-        write_grant(home, "box", tool="shell", mode="allow", path=f"{home}/box")
+        (root / "box").mkdir()  # beside the home: no tool reaches into it
+        tool_owned(root / "box")  # the shell writes there
+        write_grant(home, "box", tool="shell", mode="allow", path=f"{root}/box")
         with stack(home, model, Conversations()) as running:
             yield running
 
@@ -52,10 +57,11 @@ def wait_until_exists(path: Path, timeout: float = 15.0) -> None:
 
 def test_a_turn_cut_off_during_a_tool_call_resumes_and_the_call_runs_once(loop: Loop) -> None:
     words = "run the slow command"
-    arguments = json.dumps({"command": "echo run >> runs.txt; sleep 2", "cwd": f"{loop.home}/box"})
+    box = loop.home.parent / "box"
+    arguments = json.dumps({"command": "echo run >> runs.txt; sleep 2", "cwd": str(box)})
     loop.script(words, [call("shell", arguments), answer("It ran.")])
     turn = loop.say("cut", words)
-    runs = loop.home / "box" / "runs.txt"
+    runs = box / "runs.txt"
     wait_until_exists(runs)  # the command has started, and sleeps
 
     loop.restart_loopd()
@@ -95,13 +101,12 @@ def test_a_turn_cut_off_while_waiting_for_the_model_resumes_and_completes(loop: 
 def test_a_sub_agent_cut_off_during_a_tool_call_resumes_under_its_parent(loop: Loop) -> None:
     words = "have a helper run the slow command"
     task = "run the slow command in the box"
-    arguments = json.dumps(
-        {"command": "echo child >> runs.txt; sleep 2", "cwd": f"{loop.home}/box"}
-    )
+    box = loop.home.parent / "box"
+    arguments = json.dumps({"command": "echo child >> runs.txt; sleep 2", "cwd": str(box)})
     loop.script(words, [call("spawn", task=task), answer("My helper ran it.")])
     loop.script(task, [call("shell", arguments), answer("Ran it once.")])
     turn = loop.say("nest", words)
-    runs = loop.home / "box" / "runs.txt"
+    runs = box / "runs.txt"
     wait_until_exists(runs)
 
     loop.restart_loopd()
@@ -173,3 +178,40 @@ def test_a_turn_cut_off_after_the_models_last_answer_ends_without_asking_again(
 
     assert loop.wait_end("last", turn) == done
     assert len(loop.conversations.requests(words)) == 1
+
+
+@pytest.fixture
+def capped() -> Iterator[Loop]:
+    """A home whose model answers may run one tool call each (`max_calls_per_reply = 1`)."""
+    with short_folder() as root, FakeModel() as model:
+        config = f'[model]\nbase_url = "{model.base_url}"\n[loop]\nmax_calls_per_reply = 1\n'
+        with stack(init_home(root / "h", config), model, Conversations()) as running:
+            yield running
+
+
+def test_a_resumed_turn_still_sends_no_call_past_max_calls_per_reply(capped: Loop) -> None:
+    """Issue 9: the cut holds across a restart; the refused call never reaches brokerd."""
+    loop = capped
+    words = "run one command and recall too"
+    shell = json.dumps({"command": "echo capped >> capped.txt", "cwd": f"{loop.home}/workspace"})
+    recall = json.dumps({"action": "recall", "query": "anything"})
+    both = Answer("", (ModelCall("shell", shell), ModelCall("memory", recall)))
+    loop.script(words, [both, answer("One ran.")])
+    turn = loop.say("capped", words)
+    first = loop.wait_for("capped", lambda e: isinstance(e.event, ToolPending))
+    assert isinstance(first.event, ToolPending)
+
+    loop.restart_loopd()
+    loop.wait_for("capped", lambda e: isinstance(e.event, ToolPending) and e.seq > first.seq)
+    settled = sync_request(
+        loop.home, "admin", VerdictRequest("v1", first.event.approval, True, Scope.ONCE, "owner")
+    )
+    assert isinstance(settled, Settled), settled
+    events = loop.wait_end("capped", turn)
+
+    assert events[-2:] == [AssistantText("One ran."), TurnEnd(EndReason.DONE)]
+    decided = [r for r in records_of(loop.home, "capped") if r["kind"] == "decision"]
+    assert [r["tool"] for r in decided] == ["shell"]
+    results = tool_results(loop.conversations.requests(words)[-1])
+    assert results == ["[exit status 0]", too_many_calls(1)]
+    assert [e for e in events if isinstance(e, TurnError)] == [TurnError(too_many_calls_said(2, 1))]

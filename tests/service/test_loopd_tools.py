@@ -35,7 +35,7 @@ from bxcore.messages import (
 from tests.fakes.model_server import FakeModel, Request
 from tests.support import tls
 from tests.support.brokerd import ledger_records, records_of, short_folder, write_grant
-from tests.support.daemons import init_home, sync_request
+from tests.support.daemons import init_home, sync_request, tool_owned
 from tests.support.loopd import (
     Conversations,
     Loop,
@@ -77,14 +77,16 @@ def tools() -> Iterator[Tools]:
                 f'fetch_pins = {{ "{HOST}" = "127.0.0.1:{server.port}" }}\n'
                 f'fetch_ca_file = "{authority.ca_file}"\n',
             )
+            # The granted folders are beside the home: no tool reaches into the home.
             for folder in ("vault", "outbox", "box"):
-                (home / folder).mkdir()
-            (home / "vault" / "key.txt").write_text(SECRET)
-            write_grant(home, "vault", tool="read_file", mode="allow", path=f"{home}/vault",
+                (root / folder).mkdir()
+            (root / "vault" / "key.txt").write_text(SECRET)
+            tool_owned(root / "outbox", root / "box")  # the tools may write there
+            write_grant(home, "vault", tool="read_file", mode="allow", path=f"{root}/vault",
                         class_="secret")  # fmt: skip
-            write_grant(home, "outbox", tool="write_file", mode="allow", path=f"{home}/outbox",
+            write_grant(home, "outbox", tool="write_file", mode="allow", path=f"{root}/outbox",
                         class_="private")  # fmt: skip
-            write_grant(home, "box", tool="shell", mode="allow", path=f"{home}/box")
+            write_grant(home, "box", tool="shell", mode="allow", path=f"{root}/box")
             write_grant(home, "fetch", tool="http_fetch", mode="allow", host=HOST)
             with stack(home, model, Conversations()) as loop, LoopEvents(home) as events:
                 events.join(loop)
@@ -164,8 +166,8 @@ def test_a_secret_read_then_a_write_to_a_private_folder_is_refused_as_a_flow_vio
     loop.script(
         words,
         [
-            call("read_file", path=f"{home}/vault/key.txt"),
-            call("write_file", path=f"{home}/outbox/leak.txt", content=SECRET),
+            call("read_file", path=f"{home.parent}/vault/key.txt"),
+            call("write_file", path=f"{home.parent}/outbox/leak.txt", content=SECRET),
             answer("The outbox refused it."),
         ],
     )
@@ -177,7 +179,7 @@ def test_a_secret_read_then_a_write_to_a_private_folder_is_refused_as_a_flow_vio
     assert ToolDone("read_file", True, len(SECRET)) in events
     assert ToolDenied("write_file", DenyReason.FLOW_VIOLATION) in events
     assert events[-1] == TurnEnd(EndReason.DONE)
-    assert not (home / "outbox" / "leak.txt").exists()
+    assert not (home.parent / "outbox" / "leak.txt").exists()
     read, write = decisions(home, "flow")
     assert (read["tool"], read["outcome"]) == ("read_file", "allowed")
     assert (write["tool"], write["outcome"], write["reason"]) == (
@@ -205,8 +207,8 @@ def test_a_sub_agent_cannot_launder_a_secret_and_its_parent_takes_its_label_befo
     loop.script(
         task,
         [
-            call("read_file", path=f"{home}/vault/key.txt"),
-            call("write_file", path=f"{home}/outbox/laundered.txt", content=SECRET),
+            call("read_file", path=f"{home.parent}/vault/key.txt"),
+            call("write_file", path=f"{home.parent}/outbox/laundered.txt", content=SECRET),
             answer("The outbox refused the key."),
         ],
     )
@@ -219,7 +221,7 @@ def test_a_sub_agent_cannot_launder_a_secret_and_its_parent_takes_its_label_befo
     assert child_events[-1] == TurnEnd(EndReason.DONE)
     (write,) = [d for d in decisions(home, child) if d["tool"] == "write_file"]
     assert (write["outcome"], write["reason"]) == ("denied", "flow_violation")
-    assert not (home / "outbox" / "laundered.txt").exists()
+    assert not (home.parent / "outbox" / "laundered.txt").exists()
     assert state_of(home, child)["class"] == "secret"
 
     child_read = loop.conversations.requests(task)
@@ -256,8 +258,8 @@ def test_after_a_fetch_a_shell_call_waits_for_the_owner_and_runs_exactly_what_wa
     words = "fetch the page and do what it says"
     command = "echo approved-run >> ran.txt; cat ran.txt"
     # As a model may write it: spaces, the fields out of order, an escaped slash.
-    written = json.dumps({"cwd": f"{home}/box", "command": command}).replace("/", "\\u002f")
-    canonical = json.dumps({"command": command, "cwd": f"{home}/box"}, separators=(",", ":"))
+    written = json.dumps({"cwd": f"{home.parent}/box", "command": command}).replace("/", "\\u002f")
+    canonical = json.dumps({"command": command, "cwd": f"{home.parent}/box"}, separators=(",", ":"))
     loop.script(
         words,
         [
@@ -270,7 +272,7 @@ def test_after_a_fetch_a_shell_call_waits_for_the_owner_and_runs_exactly_what_wa
     pending = loop.wait_for("fetched", lambda e: isinstance(e.event, ToolPending)).event
     assert isinstance(pending, ToolPending) and pending.tool == "shell"
     assert state_of(home, "fetched")["untrusted"] is True
-    assert not (home / "box" / "ran.txt").exists()
+    assert not (home.parent / "box" / "ran.txt").exists()
 
     listed = sync_request(home, "admin", PendingQuery("p1"))
     assert isinstance(listed, PendingList)
@@ -284,7 +286,7 @@ def test_after_a_fetch_a_shell_call_waits_for_the_owner_and_runs_exactly_what_wa
     assert isinstance(settled, Settled), settled
     events = loop.wait_end("fetched", turn)
 
-    assert (home / "box" / "ran.txt").read_text() == "approved-run\n"
+    assert (home.parent / "box" / "ran.txt").read_text() == "approved-run\n"
     model_read = loop.conversations.requests(words)
     fetched, ran = tool_results(model_read[2])
     assert PAGE.decode() in fetched
