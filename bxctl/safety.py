@@ -15,21 +15,18 @@ deploy/install.sh gives its dedicated groups, is a choice, not a leak. `too_open
 from __future__ import annotations
 
 import grp
-import json
 import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bxcore import report
 from bxcore.config import Config, ConfigError, load_config
 from bxcore.home import Home
 from services.brokerd.grants import read_folder
 from services.brokerd.own import own_places
 from services.brokerd.view import grant_warnings as check_grants
-
-#: brokerd's report of how tools are confined (services.brokerd.daemon.SANDBOX_REPORT).
-SANDBOX_REPORT = "sandbox.json"
 
 
 def too_open(path: Path, mode: int, login_group: str | None) -> str | None:
@@ -127,11 +124,8 @@ def grant_warnings(home: Home) -> list[str]:
 
 def sandbox_report(home: Home) -> dict[str, Any] | None:
     """What brokerd said at its start about how tools are confined; None if it did not."""
-    try:
-        data = json.loads((home.run / SANDBOX_REPORT).read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    found = report.read(home).get("sandbox")
+    return found if isinstance(found, dict) else None
 
 
 def sandbox_warnings(report: dict[str, Any] | None) -> list[str]:

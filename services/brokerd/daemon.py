@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import compileall
-import contextlib
 import dataclasses
 import errno
-import json
 import logging
 import os
 import platform
@@ -26,14 +24,13 @@ import anyio
 
 import services.toolkit
 from bxcore import __version__, curve
-from bxcore.atomic import write_atomically
 from bxcore.client import Client
 from bxcore.clock import now_ms
 from bxcore.config import SandboxConfig
 from bxcore.daemon import Context
 from bxcore.events import Publisher
-from bxcore.home import Home
 from bxcore.messages import LedgerHead
+from bxcore.report import Report
 from bxcore.router import Router
 from services.brokerd import cgroup, seccomp
 from services.brokerd.admin import Admin
@@ -52,8 +49,6 @@ from services.brokerd.state import StateStore
 
 log = logging.getLogger("brokerd")
 
-#: How tools are confined, written at start for `bxctl status` (in the run folder).
-SANDBOX_REPORT = "sandbox.json"
 
 #: A test seam: `fsync-after:N` makes every fsync after the first N fail with EIO, so tests
 #: can see brokerd fail closed. Nothing else reads it; see docs/testing.md.
@@ -109,19 +104,20 @@ def sandbox_cgroups(config: SandboxConfig, host: Host) -> Cgroups | cgroup.Unava
 
 
 def report_sandbox(
-    home: Home, config: SandboxConfig, host: Host, cgroups: Cgroups | cgroup.Unavailable
+    report: Report, config: SandboxConfig, host: Host, cgroups: Cgroups | cgroup.Unavailable
 ) -> None:
-    """`{run}/sandbox.json`: how tools are confined, for `bxctl status`."""
+    """How tools are confined, for `bxctl status` (`bxcore.report`)."""
     user = host.drop_to or (os.geteuid(), os.getegid())
-    report = {
-        "mode": config.mode,
-        "problem": host.problem,
-        "user": f"{user[0]}:{user[1]}",
-        "memory": cgroups.summary if isinstance(cgroups, Cgroups) else None,
-        "memory_why": cgroups.why if isinstance(cgroups, cgroup.Unavailable) else None,
-    }
-    with contextlib.suppress(OSError):
-        write_atomically(home.run / SANDBOX_REPORT, json.dumps(report).encode(), durable=False)
+    report.set(
+        "sandbox",
+        {
+            "mode": config.mode,
+            "problem": host.problem,
+            "user": f"{user[0]}:{user[1]}",
+            "memory": cgroups.summary if isinstance(cgroups, Cgroups) else None,
+            "memory_why": cgroups.why if isinstance(cgroups, cgroup.Unavailable) else None,
+        },
+    )
 
 
 class ToolUserError(Exception):
@@ -168,7 +164,8 @@ async def serve(ctx: Context) -> None:
     elif host.problem is not None:
         log.error("no sandbox can start, so every tool call will fail: %s", host.problem)
     found = sandbox_cgroups(config.sandbox, host)
-    report_sandbox(home, config.sandbox, host, found)
+    report = Report(home)
+    report_sandbox(report, config.sandbox, host, found)
     cgroups = found if isinstance(found, Cgroups) else None
     events = Publisher(ctx.zmq, ctx.endpoint("broker-events"), service="brokerd")
 

@@ -363,7 +363,7 @@ def test_a_calls_memory_is_bounded_as_a_whole_where_a_cgroup_can_be_had(make_box
     box = make_box("[sandbox]\nmemory_mb = 128\ntmp_mb = 100\n")
     tool_owned(box.place)
     grant(box.home, "place-shell", "shell", box.place)
-    report = json.loads((box.home / "run" / "sandbox.json").read_text())
+    report = json.loads((box.home / "run" / "brokerd.json").read_text())["sandbox"]
     assert report["memory"] and "cgroup" in report["memory"]
     outcome = box.call(
         "shell",
