@@ -368,11 +368,14 @@ class ApprovalSettled:
 
 @dataclass(frozen=True, slots=True)
 class LedgerHead:
-    """The ledger's head after a group commit: the witness the owner's side keeps (§7)."""
+    """The ledger's head after a group commit: the witness the owner's side keeps (§7).
+    `size`: the ledger's length in bytes through that record's line, so the owner's side can
+    find the record again and check a later head extends it (issue 10)."""
 
     TYPE: ClassVar[str] = "ledger_head"
     seq: Count
     hash: Sha256
+    size: Count | None = None
 
 
 # --- the loop socket and loop-events (§10) ---------------------------------------------------

@@ -172,7 +172,7 @@ async def serve(ctx: Context) -> None:
     loop = asyncio.get_running_loop()
 
     def witness(head: Head) -> None:  # once the batch's answers are out: they are waited for
-        loop.call_soon(events.publish, LedgerHead(head.seq, head.hash))
+        loop.call_soon(events.publish, LedgerHead(head.seq, head.hash, ledger.size))
 
     def alone() -> bool:  # the one request in the whole daemon: no batch to wait for
         return broker_socket.in_flight + admin_socket.in_flight <= 1

@@ -199,6 +199,11 @@ class Ledger:
         return self._head
 
     @property
+    def size(self) -> int:
+        """The ledger's length in bytes through the head's line (what is confirmed)."""
+        return self._size
+
+    @property
     def state(self) -> LedgerState:
         return self._state
 
