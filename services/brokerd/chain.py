@@ -36,8 +36,13 @@ class ChainCheck:
     chain must hold a record at its seq with its hash, else it has been cut or rewritten.
     """
 
-    def __init__(self, witness: Head | None = None, witness_name: str = "the head seen") -> None:
-        self.head = Head(0, GENESIS)
+    def __init__(
+        self,
+        witness: Head | None = None,
+        witness_name: str = "the head seen",
+        start: Head | None = None,
+    ) -> None:
+        self.head = start or Head(0, GENESIS)  # the record before the first line fed
         self.bad_line: int | None = None
         self.why: str | None = None
         self.shape_problem = False  # the bad line is not a record at all (vs. a chain break)
