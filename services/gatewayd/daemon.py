@@ -38,7 +38,7 @@ async def serve(ctx: Context) -> None:
     loop = Client(ctx.zmq, loop_endpoint, name="loopd", timeout=10.0, tries=1)
     history = Client(ctx.zmq, loop_endpoint, name="loopd", timeout=5.0, tries=2)
     admin = Client(ctx.zmq, admin_endpoint, name="brokerd", secure=as_gatewayd)
-    heads = HeadKeeper(ctx.home.witness("gatewayd"))
+    heads = HeadKeeper(ctx.home.witness("gatewayd"), ctx.home.ledger)
     gateway = Gateway(loop, history, admin, heads)
     auth = curve.start_zap(ctx.zmq, {"gateway": curve.AllowList({owner: "owner"})})
     router = Router(

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import zmq
 
-from bxcore import curve, wire
+from bxcore import curve, wire, witness
 from bxcore.deny import DenyReason
 from bxcore.home import Home
 from bxcore.messages import (
@@ -52,7 +52,8 @@ from bxcore.messages import (
 from tests.fakes.model_server import Answer
 from tests.support.brokerd import RawClient, args, ledger_lines
 from tests.support.daemons import running
-from tests.support.owner import Box, running_box, wait_until
+from tests.support.ledger_file import GrowingLedger
+from tests.support.owner import Box, run_bxctl, running_box, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +80,10 @@ def shell_call(box: Box, command: str) -> Answer:
 
 
 def ledger_head(home: Path) -> dict[str, Any]:
+    """The witness gatewayd should keep of the ledger as it is: its head, and where it ends."""
     last = ledger_lines(home)[-1]
-    return {"seq": json.loads(last)["seq"], "hash": hashlib.sha256(last).hexdigest()}
+    size = Home(home).ledger.stat().st_size
+    return {"seq": json.loads(last)["seq"], "hash": hashlib.sha256(last).hexdigest(), "size": size}
 
 
 def records_of_kind(home: Path, kind: str) -> list[dict[str, Any]]:
@@ -242,6 +245,7 @@ def test_a_restarted_gatewayd_rereads_history_and_pending_approvals() -> None:
 def test_the_witness_follows_ledger_heads_and_never_goes_back() -> None:
     with running_box(services=()) as box:
         home = box.home
+        path = Home(home).witness("gatewayd")
         publisher: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.PUB)  # faked brokerd
         publisher.setsockopt(zmq.LINGER, 0)
         publisher.bind(Home(home).endpoint("broker-events"))
@@ -249,22 +253,63 @@ def test_the_witness_follows_ledger_heads_and_never_goes_back() -> None:
             with running("gatewayd", home) as gatewayd:
                 publish_until(publisher, home, LedgerHead(5, "5" * 64))
                 publisher.send(wire.encode(LedgerHead(3, "3" * 64)))  # older: refused
-                publisher.send(wire.encode(LedgerHead(5, "f" * 64)))  # rewritten: refused
-                publish_until(publisher, home, LedgerHead(9, "9" * 64))
-                assert gatewayd.output().count("SUSPICIOUS") == 2
+                wait_until(lambda: "SUSPICIOUS" in gatewayd.output(), 10, "the refusal")
+                assert witness_of(home) == {"seq": 5, "hash": "5" * 64}
+                witness.reset(path, witness.Seen(3, "3" * 64))  # the owner's decision
+                publish_until(publisher, home, LedgerHead(4, "4" * 64))
+                assert gatewayd.output().count("SUSPICIOUS") == 1
+                assert "changed outside gatewayd" in gatewayd.output()
             with running("gatewayd", home) as restarted:  # it starts from the head it kept
                 publish_until(publisher, home, LedgerHead(10, "a" * 64))
                 publisher.send(wire.encode(LedgerHead(2, "2" * 64)))
-                publish_until(publisher, home, LedgerHead(11, "b" * 64))
-                assert restarted.output().count("SUSPICIOUS") == 3  # one log for both runs
+                wait_until(lambda: "SUSPICIOUS" in restarted.output(), 10, "the refusal")
+                assert witness_of(home) == {"seq": 10, "hash": "a" * 64}
         finally:
             publisher.close(linger=0)
         assert not list(Home(home).witness("gatewayd").parent.glob(".*tmp")), "no temp left"
 
 
+def test_a_chain_cut_and_grown_past_the_witness_never_overwrites_it_and_verify_fails() -> None:
+    """Issue 10 (4): the regrown chain's heads only grow, so the seq rule alone took them;
+    the ledger no longer holds the witnessed record where it ended, so they are refused."""
+    with running_box(services=()) as box:
+        home = Home(box.home)
+        ledger = GrowingLedger(home.ledger)
+        publisher: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.PUB)  # faked brokerd
+        publisher.setsockopt(zmq.LINGER, 0)
+        publisher.bind(home.endpoint("broker-events"))
+        try:
+            with running("gatewayd", box.home) as gatewayd:
+                five = ledger.grow(5)
+                publish_until(publisher, box.home, five)
+                ledger.cut(2)
+                regrown = ledger.grow(6, version="regrown")
+                while "SUSPICIOUS" not in gatewayd.output():
+                    publisher.send(wire.encode(regrown))
+                    wait_until_or_none(lambda: "SUSPICIOUS" in gatewayd.output(), 0.3)
+                assert "no longer holds the record the witness kept" in gatewayd.output()
+                assert witness_of(box.home) == {"seq": 5, "hash": five.hash, "size": five.size}
+                verify = run_bxctl(box.home, "audit", "verify")
+                assert (verify.returncode, verify.stdout) == (
+                    1,
+                    "bad: line 5: does not match the head seen (seq 5): tampered\n",
+                )
+                accepted = ledger.head()  # the owner takes the ledger as it is, on purpose
+                witness.reset(
+                    home.witness("gatewayd"), witness.Seen(8, accepted.hash, accepted.size)
+                )
+                publish_until(publisher, box.home, ledger.grow(1, version="regrown"))
+                assert gatewayd.output().count("SUSPICIOUS") == 1
+                assert run_bxctl(box.home, "audit", "verify").returncode == 0
+        finally:
+            publisher.close(linger=0)
+
+
 def publish_until(publisher: zmq.Socket[bytes], home: Path, head: LedgerHead) -> None:
     """Publish `head` until the witness holds it (the subscription takes a moment to join)."""
-    wanted = {"seq": head.seq, "hash": head.hash}
+    wanted: dict[str, object] = {"seq": head.seq, "hash": head.hash}
+    if head.size is not None:
+        wanted["size"] = head.size
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         publisher.send(wire.encode(head))
