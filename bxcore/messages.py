@@ -316,6 +316,15 @@ class AuditVerify:
 
 
 @dataclass(frozen=True, slots=True)
+class AuditAccept:
+    """The owner takes a cut or rolled-back ledger as it is (issue 10), answered `audit_report`
+    with what was lost as its problem."""
+
+    TYPE: ClassVar[str] = "audit_accept"
+    id: RequestId
+
+
+@dataclass(frozen=True, slots=True)
 class AuditReport:
     TYPE: ClassVar[str] = "audit_report"
     id: RequestId

@@ -16,6 +16,7 @@ from bxcore.messages import (
     Absorb,
     ApprovalInfo,
     ApprovalRequested,
+    AuditAccept,
     AuditRecords,
     AuditReport,
     AuditTail,
@@ -41,8 +42,9 @@ from services.brokerd import policy
 from services.brokerd.broker import Broker
 from services.brokerd.desk import Desk
 from services.brokerd.grants import Grant, InvalidGrant, read_folder
-from services.brokerd.ledger import LedgerUnavailable, verify
+from services.brokerd.ledger import LedgerState, LedgerUnavailable
 from services.brokerd.state import StateError
+from services.brokerd.verify import LedgerUnreadable, verify_file
 
 BROKER_ONLY = (ToolRequest, AwaitApproval, Absorb)
 MAX_RECORDS_BYTES = MAX_MESSAGE - 64 * 1024
@@ -88,6 +90,8 @@ class Admin:
             return self.audit_tail(message)
         if isinstance(message, AuditVerify):
             return await self.audit_verify(message)
+        if isinstance(message, AuditAccept):
+            return await self.audit_accept(message)
         if isinstance(message, StateQuery):
             return self.broker.state_query(message, peek=True)
         if isinstance(message, Explain):
@@ -133,19 +137,38 @@ class Admin:
         return AuditRecords(message.id, tuple(lines))
 
     async def audit_verify(self, message: AuditVerify) -> Any:
-        path = self.broker.ledger.path
+        """The chain checked (fast, `verify.verify_file`); a chain that is whole but ends
+        before a head brokerd confirmed or the owner saw is not ok either: the ledger's own
+        problem says which."""
+        ledger = self.broker.ledger
         try:
-            report = await anyio.to_thread.run_sync(verify, path)
-        except LedgerUnavailable as error:
+            verified = await anyio.to_thread.run_sync(verify_file, ledger.path)
+        except LedgerUnreadable as error:
             return Error(message.id, ErrorCode.UNAVAILABLE, str(error))
+        report = verified.report
+        ok, why = report.ok, report.why
+        if ok and ledger.state is LedgerState.BROKEN:
+            ok, why = False, ledger.problem
         return AuditReport(
             message.id,
-            report.ok,
+            ok,
             report.records,
             report.head.seq,
             report.head.hash,
-            None if report.why is None else short(report.why),
+            None if why is None else short(why),
         )
+
+    async def audit_accept(self, message: AuditAccept) -> Any:
+        """The owner takes a cut or rolled-back ledger as it is (issue 10): brokerd reads it
+        again whole and writes again; a `recovered` record says what was lost."""
+        ledger = self.broker.ledger
+        try:
+            said = await anyio.to_thread.run_sync(ledger.accept)
+        except ValueError as error:
+            return Error(message.id, ErrorCode.BAD_MESSAGE, short(str(error)))
+        self.desk.rebuild(ledger.unsettled(), ledger.scoped())
+        head = ledger.head
+        return AuditReport(message.id, True, head.seq, head.seq, head.hash, short(said))
 
     def explain(self, message: Explain) -> Any:
         """What brokerd would decide for this call now, step by step; nothing is recorded."""

@@ -2,7 +2,8 @@
 it expires; a table says which moves exist, and nothing else moves an approval.
 
 Pure: no I/O, no clock (`now_ms` is passed in) and no randomness (ids are drawn by the caller
-through `new_id`). brokerd rebuilds this table from the ledger at start.
+through `new_id`). brokerd rebuilds the pending ones and the session scopes from the ledger at
+start; of the settled ones it keeps the newest (`forget_settled`), the ledger has the rest.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from bxcore.messages import ApprovalInfo, ApprovalState, AskWhy
 
 ALPHABET = "abcdefghijklmnopqrstuvwxyz23456789"
 ID_LENGTH = 8
+KEPT_SETTLED = 10_000  # settled approvals kept in memory; older ones are read from the ledger
 
 
 class Move(enum.StrEnum):
@@ -85,19 +87,26 @@ class Approvals:
     def __init__(self, new_id: Callable[[], str] = random_id) -> None:
         self._new_id = new_id
         self._all: dict[str, Approval] = {}
+        self._settled = 0  # how many of `_all` are settled
         self._scopes: dict[tuple[str, str, str], str] = {}  # (session, grant, sha) -> approval
 
     def __repr__(self) -> str:
         return f"Approvals({len(self.pending())} pending of {len(self._all)})"
 
-    def fresh_id(self) -> str:
+    def fresh_id(self, taken: Callable[[str], bool] = lambda _: False) -> str:
+        """A new approval id, used by no approval here nor, per `taken`, ever before."""
         while True:
             candidate = self._new_id()
-            if candidate not in self._all:
+            if candidate not in self._all and not taken(candidate):
                 return candidate
 
     def add(self, approval: Approval) -> None:
+        old = self._all.get(approval.id)
+        if old is not None and old.state is not ApprovalState.PENDING:
+            self._settled -= 1
         self._all[approval.id] = approval
+        if approval.state is not ApprovalState.PENDING:
+            self._settled += 1
 
     def get(self, approval_id: str) -> Approval:
         try:
@@ -115,8 +124,25 @@ class Approvals:
         if state is None:
             raise AlreadySettled(f"approval {approval_id} is already {current.state}")
         moved = replace(current, state=state)
+        del self._all[approval_id]  # to the end: the dict's order is the order of settling
         self._all[approval_id] = moved
+        self._settled += 1
         return moved
+
+    def forget_settled(self, keep: int = KEPT_SETTLED) -> list[str]:
+        """Drop the oldest settled approvals beyond `keep` (the ledger still has them);
+        their ids."""
+        dropped: list[str] = []
+        if self._settled <= keep:
+            return dropped
+        for approval_id, approval in list(self._all.items()):
+            if self._settled <= keep:
+                break
+            if approval.state is not ApprovalState.PENDING:
+                del self._all[approval_id]
+                self._settled -= 1
+                dropped.append(approval_id)
+        return dropped
 
     def due(self, now_ms: int) -> list[Approval]:
         """The pending approvals whose time is up."""

@@ -43,7 +43,15 @@ from services.brokerd.view import NO_PLACES, OwnPlaces
 log = logging.getLogger(__name__)
 
 ADMIN_ONLY = frozenset(
-    {"verdict", "pending_query", "grants_reload", "audit_tail", "audit_verify", "explain"}
+    {
+        "verdict",
+        "pending_query",
+        "grants_reload",
+        "audit_tail",
+        "audit_verify",
+        "audit_accept",
+        "explain",
+    }
 )
 AUDIT_UNAVAILABLE = Denied(DenyReason.AUDIT_UNAVAILABLE)
 #: Room left in a 4 MiB frame for everything in a response but the output.
@@ -169,7 +177,10 @@ class Broker:
         kept = self.calls.kept(key)
         if kept is not None:
             return kept
-        recorded = self.ledger.lookup(*key)
+        try:
+            recorded = self.ledger.lookup(*key)
+        except LedgerUnavailable:  # the ledger cannot say whether it was decided: refuse
+            return AUDIT_UNAVAILABLE
         if recorded is not None:
             return replay(recorded)
         if not self.committer.available:

@@ -9,18 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import compileall
+import contextlib
 import dataclasses
 import errno
+import functools
 import logging
 import os
 import platform
 import pwd
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
+from zmq.auth.asyncio import AsyncioAuthenticator
 
 import services.toolkit
 from bxcore import __version__, curve
@@ -41,13 +45,15 @@ from services.brokerd.commit import Committer
 from services.brokerd.courier import Courier
 from services.brokerd.desk import Desk
 from services.brokerd.grants import GrantsFolder
-from services.brokerd.ledger import Ledger, LedgerState
+from services.brokerd.ledger import Ledger, LedgerState, LedgerUnavailable
 from services.brokerd.own import own_places
 from services.brokerd.records import Head
 from services.brokerd.sandbox import Host
 from services.brokerd.state import StateStore
 
 log = logging.getLogger("brokerd")
+
+WITNESSES = ("gatewayd", "bxctl")  # the owner's side's witness files brokerd checks at start
 
 
 #: A test seam: `fsync-after:N` makes every fsync after the first N fail with EIO, so tests
@@ -69,6 +75,20 @@ def fsync_with_faults(spec: str | None) -> Callable[[int], None]:
         os.fsync(fd)
 
     return fsync
+
+
+PERSIST_EVERY_S = 0.2  # how often the index is committed and head.json written
+
+
+async def keep_persisting(ledger: Ledger) -> None:
+    """Commit the index and write the confirmed head, off the answer path, until stopped
+    (`Ledger.close` does it once more)."""
+    while True:
+        await anyio.sleep(PERSIST_EVERY_S)
+        try:
+            await anyio.to_thread.run_sync(ledger.persist)
+        except OSError as error:
+            log.error("cannot write the ledger's head file: %s", error)
 
 
 def sandbox_host(config: SandboxConfig) -> Host:
@@ -144,18 +164,29 @@ async def serve(ctx: Context) -> None:
     owner = curve.load_public(home.keys, "owner")
     gatewayd = curve.load_public(home.keys, "gatewayd")
     own = curve.load_pair(home.keys, "brokerd")
-    ledger = Ledger.open(
+    report = Report(home)
+
+    def ledger_state(state: LedgerState, problem: str | None, seq: int) -> None:
+        report.set("ledger", {"state": state.value, "problem": problem, "seq": seq})
+        if state is LedgerState.BROKEN:
+            log.error(
+                "the ledger is broken, so every call is denied audit_unavailable: %s. "
+                "`bxctl audit verify` shows it; `bxctl audit accept` takes the ledger as it is",
+                problem,
+            )
+        elif state is LedgerState.FAILED:
+            log.error(
+                "the ledger cannot be written, so every call is denied audit_unavailable: %s",
+                problem,
+            )
+
+    ledger = Ledger.unloaded(
         home.ledger,
         now_ms=now_ms,
         fsync=fsync_with_faults(os.environ.get(FAULTS)),
-        started={"pid": os.getpid(), "version": __version__},
+        witness_paths=[home.witness(who) for who in WITNESSES],
+        on_state=ledger_state,
     )
-    if ledger.state is not LedgerState.OK:
-        log.error(
-            "the ledger cannot be written (%s): every call is denied audit_unavailable; "
-            "run `bxctl audit verify`",
-            ledger.problem,
-        )
     host = sandbox_host(config.sandbox)
     if config.sandbox.mode == "none":
         log.warning('UNSANDBOXED: [sandbox] mode is "none"; tools run with no confinement')
@@ -164,7 +195,6 @@ async def serve(ctx: Context) -> None:
     elif host.problem is not None:
         log.error("no sandbox can start, so every tool call will fail: %s", host.problem)
     found = sandbox_cgroups(config.sandbox, host)
-    report = Report(home)
     report_sandbox(report, config.sandbox, host, found)
     cgroups = found if isinstance(found, Cgroups) else None
     events = Publisher(ctx.zmq, ctx.endpoint("broker-events"), service="brokerd")
@@ -195,30 +225,54 @@ async def serve(ctx: Context) -> None:
         own=own_places(home, config),
     )
     desk = Desk(broker, events.publish, config.broker.approval_ttl_s)
-    desk.rebuild(ledger.calls())
     admin = Admin(broker, desk)
-    auth = curve.start_zap(
-        ctx.zmq, {"admin": curve.AllowList({owner: "owner", gatewayd: "gatewayd"})}
-    )
-    broker_socket = Router(ctx.zmq, ctx.endpoint("broker"), broker.handle, service="brokerd")
-    admin_socket = Router(
-        ctx.zmq,
-        ctx.endpoint("admin"),
-        admin.handle,
-        service="brokerd",
-        secure=lambda socket: curve.serve_curve(socket, own, "admin"),
-    )
-    log.info("serving: %r, %r, %r", broker_socket, admin_socket, ledger)
-    try:
+    loaded = anyio.Event()
+
+    async def when_loaded(handle: Callable[[Any], Awaitable[Any]], message: Any) -> Any:
+        await loaded.wait()  # `ping` is answered at once, by the router
+        return await handle(message)
+
+    auth: AsyncioAuthenticator | None = None
+    try:  # a socket that cannot bind still closes what was opened before it
+        auth = curve.start_zap(
+            ctx.zmq, {"admin": curve.AllowList({owner: "owner", gatewayd: "gatewayd"})}
+        )
+        broker_socket = Router(
+            ctx.zmq,
+            ctx.endpoint("broker"),
+            functools.partial(when_loaded, broker.handle),
+            service="brokerd",
+        )
+        admin_socket = Router(
+            ctx.zmq,
+            ctx.endpoint("admin"),
+            functools.partial(when_loaded, admin.handle),
+            service="brokerd",
+            secure=lambda socket: curve.serve_curve(socket, own, "admin"),
+        )
+        log.info("serving: %r, %r, %r", broker_socket, admin_socket, ledger)
         async with anyio.create_task_group() as tasks:
-            tasks.start_soon(desk.run)
             tasks.start_soon(broker_socket.serve)
             tasks.start_soon(admin_socket.serve)
+            started = {"pid": os.getpid(), "version": __version__}
+            await anyio.to_thread.run_sync(ledger.load, started)
+            with contextlib.suppress(LedgerUnavailable):  # its state says why, and the log
+                desk.rebuild(ledger.unsettled(), ledger.scoped())
+            loaded.set()
+            log.info(
+                "the ledger is %s at seq %d (%d records read to start; the index held the rest)",
+                ledger.state,
+                ledger.head.seq,
+                ledger.read_at_start,
+            )
+            tasks.start_soon(desk.run)
+            tasks.start_soon(keep_persisting, ledger)
             witness(ledger.head)
     finally:
         with anyio.CancelScope(shield=True):
             events.close()
-            auth.stop()
+            if auth is not None:
+                auth.stop()
             ledger.close()
             if cgroups is not None:
                 cgroups.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -78,7 +79,7 @@ class Desk:
         winner = ask.winner
         covering = self.approvals.covering(request.session, winner.id, winner.sha256, ask.why)
         outcome: records.DecisionOutcome = "allowed" if covering is not None else "pending"
-        approval_id = covering or self.approvals.fresh_id()
+        approval_id = covering or self.approvals.fresh_id(self._ever_used)
         why = None if covering else ask.why.value
         entry = decision_entry(request, arguments, label, outcome, winner,
                                approval=approval_id, why=why)  # fmt: skip
@@ -111,12 +112,21 @@ class Desk:
         self._settled[approval.id] = anyio.Event()
         self._changed.set()
 
+    def _ever_used(self, approval_id: str) -> bool:
+        return self.broker.ledger.approval(approval_id) is not None
+
     async def await_approval(self, message: AwaitApproval) -> Any:
         """Wait up to `wait_ms` for the approval to settle and its call to be answered."""
         try:
             approval = self.approvals.get(message.approval)
         except UnknownApproval:
             approval = None
+        if approval is None:  # settled long ago: its call's answer is in the ledger
+            found = self.broker.ledger.approval(message.approval)
+            if found is not None and found[0] == message.session:
+                recorded = self.broker.ledger.lookup(*found)
+                if recorded is not None and recorded.verdict is not None:
+                    return ToolResponse(message.id, self._answer_of(found, recorded))
         if approval is None or approval.session != message.session:
             text = f"no approval {message.approval} for session {message.session}"
             return Error(message.id, ErrorCode.UNKNOWN_APPROVAL, text)
@@ -141,6 +151,9 @@ class Desk:
             outcome = replay(recorded) if recorded is not None else Pending(approval.id)
         return outcome
 
+    def _answer_of(self, key: tuple[str, str], recorded: CallRecords) -> Outcome:
+        return self.broker.calls.kept(key) or replay(recorded)
+
     # --- verdicts --------------------------------------------------------------------------
 
     def pending(self) -> list[Approval]:
@@ -151,6 +164,9 @@ class Desk:
         try:
             approval = self.approvals.get(message.approval)
         except UnknownApproval:
+            if self._ever_used(message.approval):  # settled long ago (kept in the ledger)
+                text = f"approval {message.approval} is already settled"
+                return Error(message.id, ErrorCode.ALREADY_SETTLED, text)
             return Error(message.id, ErrorCode.UNKNOWN_APPROVAL, f"no approval {message.approval}")
         if approval.state is not ApprovalState.PENDING or approval.id in self._settling:
             state = approval.state if approval.id not in self._settling else "being settled"
@@ -243,6 +259,8 @@ class Desk:
     def _announce(self, approval: Approval, reason: DenyReason | None) -> None:
         self._settled[approval.id].set()
         self._publish(ApprovalSettled(approval.id, approval.session, approval.state, reason))
+        for forgotten in self.approvals.forget_settled():
+            self._settled.pop(forgotten, None)
 
     # --- expiry and restart ------------------------------------------------------------------
 
@@ -266,35 +284,35 @@ class Desk:
                 with anyio.move_on_after(min(wait, 3600.0)):
                     await self._changed.wait()
 
-    def rebuild(self, calls: list[CallRecords]) -> None:
-        """Pending approvals and session scopes, from the ledger's records (§9.4)."""
-        for held in calls:
-            decision = held.decision
-            approval_id = decision.get("approval")
-            if decision["outcome"] != "pending" or not isinstance(approval_id, str):
-                continue
-            approval = _approval_of(decision, self._ttl_ms)
-            if held.verdict is None:
-                self._add(approval)
-                continue
+    def rebuild(self, unsettled: list[CallRecords], scoped: list[CallRecords]) -> None:
+        """The pending approvals and the session scopes, from the ledger's records (§9.4);
+        settled approvals stay in the ledger, read when asked for."""
+        for held in unsettled:
+            if held.decision["outcome"] == "pending" and held.verdict is None:
+                approval = self._rebuilt(held)
+                if approval is not None:
+                    self._add(approval)
+        for held in scoped:
             verdict = held.verdict
-            state = (
-                ApprovalState.APPROVED
-                if verdict["approve"]
-                else ApprovalState.EXPIRED
-                if verdict["by"] == EXPIRED_BY
-                else ApprovalState.REFUSED
+            if verdict is not None and verdict["approve"] and verdict["scope"] == "session":
+                approval = self._rebuilt(held)
+                if approval is not None:
+                    self.approvals.remember_scope(replace(approval, state=ApprovalState.APPROVED))
+
+    def _rebuilt(self, held: CallRecords) -> Approval | None:
+        """The approval a decision asked for; None (and said in the log) when the record does
+        not hold one: brokerd never wrote it so, and it must not stop brokerd's start."""
+        try:
+            return _approval_of(held.decision, self._ttl_ms)
+        except (KeyError, TypeError, ValueError, AssertionError) as error:
+            log.error(
+                "the ledger's decision for call %r holds no approval brokerd can rebuild (%s: "
+                "%s); run `bxctl audit verify`",
+                held.decision.get("call"),
+                type(error).__name__,
+                error,
             )
-            settled = Approval(**{**_fields(approval), "state": state})
-            self.approvals.add(settled)
-            self._settled[settled.id] = anyio.Event()
-            self._settled[settled.id].set()
-            if verdict["approve"] and verdict["scope"] == "session":
-                self.approvals.remember_scope(settled)
-
-
-def _fields(approval: Approval) -> dict[str, Any]:
-    return {name: getattr(approval, name) for name in Approval.__slots__}
+            return None
 
 
 def _approval_of(decision: dict[str, object], ttl_ms: int) -> Approval:

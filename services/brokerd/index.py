@@ -1,15 +1,50 @@
-"""The ledger's index of calls (SPEC §7, I8): (session, call) to that call's records, and
-approval id to its call. Built from the file at start and kept by every append; it holds
-parsed records and does no I/O.
+"""The ledger's index of calls (SPEC §7, I8): (session, call) to where that call's records lie
+in the ledger, and approval id to its call. Kept in SQLite at `{home}/audit/index.sqlite3`, so
+that neither brokerd's memory nor its start grows with the ledger (issue 10).
+
+The index is derived, never the truth: it says up to which record of the ledger it holds
+(`covered`), and the ledger reads again from there at every start, or from its first line
+when the index does not match the file. So rows are written as records are appended and
+committed lazily (`commit`), with no fsync of their own: whatever a crash loses of them, the
+next start takes again from the ledger, whose records were fsynced first. The first record of
+each sort wins (a call is decided, settled and run once). Only a `pending` decision names an
+approval; a verdict reaches its call through it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import contextlib
+import json
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
 
-from services.brokerd.records import Record
+from services.brokerd.records import GENESIS, Head, Record
 
 INDEXED = frozenset({"decision", "verdict", "executed"})
+_INDEXED_KINDS = tuple(f'{kind}"'.encode() for kind in sorted(INDEXED))
+SCHEMA_VERSION = "1"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS calls (
+    session TEXT NOT NULL,
+    call TEXT NOT NULL,
+    decision INTEGER NOT NULL,
+    outcome TEXT NOT NULL,
+    approval TEXT,
+    verdict INTEGER,
+    scope TEXT,
+    executed INTEGER,
+    PRIMARY KEY (session, call)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS approvals (
+    approval TEXT PRIMARY KEY, session TEXT NOT NULL, call TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS unsettled ON calls (decision)
+    WHERE outcome = 'pending' AND verdict IS NULL;
+CREATE INDEX IF NOT EXISTS scoped ON calls (decision) WHERE scope = 'session';
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,42 +56,162 @@ class CallRecords:
     executed: Record | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Where:
+    """Where one call's records start in the ledger (byte offsets of their lines)."""
+
+    decision: int
+    verdict: int | None = None
+    executed: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """A record of the ledger and the file's length through its line."""
+
+    head: Head
+    size: int
+
+
+START = Mark(Head(0, GENESIS), 0)
+
+
+class IndexError_(Exception):
+    """The index file cannot be used; the ledger rebuilds it."""
+
+
 class Index:
-    """(session, call) → that call's records; approval id → (session, call). The first record
-    of each sort wins (a call is decided, settled and run once). Only a `pending` decision
-    names an approval; a verdict reaches its call through it; a record with no call is
-    skipped."""
+    """The index on one file (`None`: in memory, for tests and a ledger that cannot keep
+    one). Not thread-safe: the ledger holds its lock around every use."""
 
-    def __init__(self) -> None:
-        self.calls: dict[tuple[str, str], CallRecords] = {}
-        self.approvals: dict[str, tuple[str, str]] = {}
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._db = self._connect()
 
-    def add(self, record: Record) -> None:
+    def __repr__(self) -> str:
+        return f"Index({self.path or 'in memory'}, covered {self.covered.head.seq})"
+
+    def _connect(self) -> sqlite3.Connection:
+        target = str(self.path) if self.path is not None else ":memory:"
+        try:
+            db = sqlite3.connect(target, isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")  # derived data: a lost tail is read again
+            db.executescript(_SCHEMA)
+            version = db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
+            if version is None:
+                db.execute("INSERT INTO meta VALUES ('version', ?)", (SCHEMA_VERSION,))
+            elif version[0] != SCHEMA_VERSION:
+                db.close()
+                raise IndexError_(f"index schema {version[0]}, not {SCHEMA_VERSION}")
+            db.execute("BEGIN")
+        except sqlite3.Error as error:
+            raise IndexError_(f"cannot use {target}: {error}") from error
+        return db
+
+    @property
+    def covered(self) -> Mark:
+        """Up to which record of the ledger the index holds its calls."""
+        rows = dict(self._db.execute("SELECT key, value FROM meta WHERE key LIKE 'covered_%'"))
+        try:
+            seq, hash_, size = rows["covered_seq"], rows["covered_hash"], rows["covered_size"]
+        except KeyError:
+            return START
+        return Mark(Head(int(seq), hash_), int(size))
+
+    def add(self, record: Record, offset: int) -> None:
+        """A record appended at `offset`; records of other kinds are ignored."""
         kind = record["kind"]
         if kind == "decision":
-            key = (str(record["session"]), str(record["call"]))
-            if key in self.calls:
-                return
-            self.calls[key] = CallRecords(record)
+            session, call = str(record["session"]), str(record["call"])
             approval = record.get("approval")
-            if record["outcome"] == "pending" and isinstance(approval, str):
-                self.approvals.setdefault(approval, key)
+            pending = record["outcome"] == "pending" and isinstance(approval, str)
+            inserted = self._db.execute(
+                "INSERT OR IGNORE INTO calls (session, call, decision, outcome, approval) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (session, call, offset, record["outcome"], approval if pending else None),
+            ).rowcount
+            if inserted and pending:
+                self._db.execute(
+                    "INSERT OR IGNORE INTO approvals VALUES (?, ?, ?)", (approval, session, call)
+                )
         elif kind == "verdict":
-            found = self.approvals.get(str(record["approval"]))
-            if found is not None and self.calls[found].verdict is None:
-                self.calls[found] = replace(self.calls[found], verdict=record)
+            found = self.approval(str(record["approval"]))
+            if found is not None:
+                self._db.execute(
+                    "UPDATE calls SET verdict = ?, scope = ? "
+                    "WHERE session = ? AND call = ? AND verdict IS NULL",
+                    (offset, record.get("scope") if record.get("approve") else None, *found),
+                )
         elif kind == "executed":
-            key = (str(record["session"]), str(record["call"]))
-            held = self.calls.get(key)
-            if held is not None and held.executed is None:
-                self.calls[key] = replace(held, executed=record)
+            self._db.execute(
+                "UPDATE calls SET executed = ? WHERE session = ? AND call = ? AND executed IS NULL",
+                (offset, str(record["session"]), str(record["call"])),
+            )
 
-    def session_of(self, record: Record) -> tuple[str, ...]:
-        """The sessions a record belongs to (for `tail --session`)."""
-        kind = record.get("kind")
-        if kind == "absorbed":
-            return (str(record.get("parent")), str(record.get("child")))
-        if kind == "verdict":
-            found = self.approvals.get(str(record.get("approval")))
-            return () if found is None else (found[0],)
-        return (str(record["session"]),) if "session" in record else ()
+    def add_line(self, line: bytes, offset: int) -> None:
+        """A record's canonical line (from `verify.walk_fast`, which checked its chain): parsed
+        only when its kind is one the index keeps."""
+        kind = line.find(b'"kind":"') + 8
+        if line.startswith(_INDEXED_KINDS, kind):
+            self.add(json.loads(line), offset)
+
+    def mark(self, covered: Mark) -> None:
+        """The index now holds every call up to `covered` (in the open transaction)."""
+        self._db.executemany(
+            "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+            [
+                ("covered_seq", str(covered.head.seq)),
+                ("covered_hash", covered.head.hash),
+                ("covered_size", str(covered.size)),
+            ],
+        )
+
+    def commit(self) -> None:
+        """Make what was added visible to a later start (no fsync: see the docstring)."""
+        try:
+            self._db.execute("COMMIT")
+        finally:
+            self._db.execute("BEGIN")
+
+    def lookup(self, session: str, call: str) -> Where | None:
+        row = self._db.execute(
+            "SELECT decision, verdict, executed FROM calls WHERE session = ? AND call = ?",
+            (session, call),
+        ).fetchone()
+        return None if row is None else Where(*row)
+
+    def approval(self, approval_id: str) -> tuple[str, str] | None:
+        """The (session, call) an approval id was made for, or None."""
+        row = self._db.execute(
+            "SELECT session, call FROM approvals WHERE approval = ?", (approval_id,)
+        ).fetchone()
+        return None if row is None else (row[0], row[1])
+
+    def unsettled(self) -> list[Where]:
+        """The calls waiting for the owner: pending, with no verdict yet."""
+        rows = self._db.execute(
+            "SELECT decision, verdict, executed FROM calls "
+            "WHERE outcome = 'pending' AND verdict IS NULL ORDER BY decision"
+        )
+        return [Where(*row) for row in rows]
+
+    def scoped(self) -> list[Where]:
+        """The calls whose approval was given for their whole session (§9.2)."""
+        rows = self._db.execute(
+            "SELECT decision, verdict, executed FROM calls WHERE scope = 'session' "
+            "ORDER BY decision"
+        )
+        return [Where(*row) for row in rows]
+
+    def reset(self) -> None:
+        """Forget everything: the ledger will be read again from its first line."""
+        self._db.execute("DELETE FROM calls")
+        self._db.execute("DELETE FROM approvals")
+        self._db.execute("DELETE FROM meta WHERE key LIKE 'covered_%'")
+        self.commit()
+
+    def close(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            self._db.execute("COMMIT")
+        self._db.close()

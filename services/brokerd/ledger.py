@@ -1,8 +1,17 @@
-"""The audit ledger's file (SPEC §7, I1, I8): `{home}/audit/ledger.jsonl`, append-only.
+"""The audit ledger's file (SPEC §7, I1, I8): `{home}/audit/ledger.jsonl`, append-only, with
+brokerd's own durable head and its index of calls beside it.
 
 The only writer of `{home}/audit/`; the I/O shell around the pure `records`. It never returns
 before the fsync covering a record, never retries a failed fsync (it refuses until `reopen()`
 has re-read the file), and turns every OSError into `LedgerUnavailable`, here, once.
+
+Start does not grow with the ledger (issue 10): the index (`services.brokerd.index`) says up
+to which record it holds the calls, and only the records after it are read again. What brokerd
+has confirmed is kept in `head.json` (seq, hash, and the file's length through that line):
+a ledger that ends before it, or no longer holds it, was cut or rolled back, and is `broken`
+(every call `audit_unavailable`) until the owner accepts it as it is (`accept`); only a torn
+line after the last confirmed record is ever cut. The newest head the owner's side saw (the
+witness) is checked the same way.
 """
 
 from __future__ import annotations
@@ -12,131 +21,48 @@ import enum
 import fcntl
 import json
 import os
+import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
-from typing import BinaryIO
 
-from services.brokerd.chain import ChainCheck, ChainReport
-from services.brokerd.index import INDEXED, CallRecords, Index
+from bxcore import witness as witnesses
+from bxcore.atomic import write_atomically
+from services.brokerd.index import INDEXED, START, CallRecords, Index, IndexError_, Mark, Where
+from services.brokerd.ledger_scan import (
+    LedgerUnavailable,
+    cause,
+    lines_backwards,
+    mismatch,
+    read_line_at,
+    scan,
+)
 from services.brokerd.records import (
     GENESIS,
-    MAX_LINE_BYTES,
     Entry,
     Head,
     Record,
     build_record,
     format_at,
     line_hash,
+    parse_line,
     recovered,
 )
+from services.brokerd.verify import walk_fast
 
-_BLOCK = 64 * 1024
+__all__ = ["Ledger", "LedgerState", "LedgerUnavailable"]
 
-
-class LedgerUnavailable(Exception):
-    """The ledger cannot be written: every call is denied `audit_unavailable` (§7)."""
+HEAD_FILE = "head.json"
+INDEX_FILE = "index.sqlite3"
 
 
 class LedgerState(enum.StrEnum):
     OK = "ok"  # appends are written
+    LOADING = "loading"  # reading what the index does not hold yet
     FAILED = "failed"  # a write or fsync failed (or the file could not be opened): reopen()
-    BROKEN = "broken"  # the chain is damaged before its last line: only the owner can mend it
+    BROKEN = "broken"  # damaged, cut or rolled back: only the owner can mend it
     CLOSED = "closed"
-
-
-@dataclass(frozen=True, slots=True)
-class _Scan:
-    report: ChainReport
-    good_bytes: int  # the offset just after the last good line
-    cut_why: str | None  # set when everything after good_bytes may be cut (never answered)
-
-
-def _read_lines(f: BinaryIO) -> Iterator[tuple[bytes, bool, int]]:
-    """(line without newline, whether it ended with one, offset after it). Never holds more
-    than MAX_LINE_BYTES + 1 bytes of one line: a longer one is yielded cut (and is bad)."""
-    offset = 0
-    while chunk := f.readline(MAX_LINE_BYTES + 1):
-        offset += len(chunk)
-        if chunk.endswith(b"\n"):
-            yield chunk[:-1], True, offset
-            continue
-        ended = False
-        if len(chunk) > MAX_LINE_BYTES:  # skip the rest of an overlong line
-            while rest := f.readline(_BLOCK):
-                offset += len(rest)
-                if rest.endswith(b"\n"):
-                    ended = True
-                    break
-        yield chunk, ended, offset
-
-
-def _scan(
-    f: BinaryIO,
-    on_record: Callable[[Record], None] | None = None,
-    *,
-    confirmed: Head | None = None,
-    witness: Head | None = None,
-) -> _Scan:
-    """Walks the file. The last line may be cut when it never ended, or is no record at all;
-    with `confirmed` (the head this process last fsynced), everything after it may be cut."""
-    size = os.fstat(f.fileno()).st_size
-    if confirmed is not None:
-        check = ChainCheck(confirmed, "the head this ledger confirmed")
-    else:
-        check = ChainCheck(witness)
-    good = 0
-    cut_why: str | None = None  # everything after `good` was never answered
-    torn_why: str | None = None  # a line that never ended, where nothing may be cut
-    for line, ended, end in _read_lines(f):
-        number = check.head.seq + 1
-        if confirmed is not None and check.head.seq == confirmed.seq:
-            cut_why = f"line {number}: written after the last confirmed record (seq {number - 1})"
-            break
-        if not ended:
-            why = f"line {number}: the last line has no newline (a torn write)"
-            if confirmed is None:
-                cut_why = why
-            else:
-                torn_why = f"{why}, before the head this ledger confirmed"
-            break
-        record = check.feed(line)
-        if record is None:
-            if check.shape_problem and end == size and confirmed is None:
-                cut_why = check.why
-            break
-        good = end
-        if on_record is not None:
-            on_record(record)
-    report = check.report()
-    short = check.short_of_witness()  # only with a witness (never with `confirmed`)
-    if cut_why is not None and short is not None:
-        # A torn last line is benign only when it is newer than the head the owner saw: here
-        # a record the owner saw whole is gone or torn, so the file was cut or rewritten, and
-        # nothing after the good records may be cut (it is the evidence).
-        bad = ChainReport(check.head.seq, check.head, check.head.seq + 1, f"{cut_why}; {short}")
-        return _Scan(bad, good, None)
-    if report.ok and (cut_why or torn_why):  # the line was never fed to the check
-        report = replace(report, bad_line=report.records + 1, why=cut_why or torn_why)
-    return _Scan(replace(report, torn=cut_why is not None), good, cut_why)
-
-
-def verify(path: str | os.PathLike[str], *, witness: Head | None = None) -> ChainReport:
-    """Checks the whole file without writing (`bxctl audit verify`). `str(report)` is
-    `ok: N records` or the first bad line; a torn last line is reported (`torn`), as brokerd
-    will cut it at its next start. `witness`: the newest head the owner saw (§7); a torn last
-    line at or before its seq is not `torn` but tampering: the owner saw that record whole."""
-    try:
-        with open(path, "rb") as f:
-            return _scan(f, witness=witness).report
-    except OSError as e:
-        raise LedgerUnavailable(f"cannot read the ledger {path}: {_cause(e)}") from e
-
-
-def _cause(e: OSError) -> str:
-    return e.strerror or str(e) or type(e).__name__
 
 
 def _fsync_folder(folder: Path, fsync: Callable[[int], None]) -> None:
@@ -147,13 +73,42 @@ def _fsync_folder(folder: Path, fsync: Callable[[int], None]) -> None:
         os.close(fd)
 
 
+@contextlib.contextmanager
+def _unavailable_on_index_error() -> Iterator[None]:
+    try:
+        yield
+    except sqlite3.Error as error:
+        raise LedgerUnavailable(f"the ledger's index cannot be read: {error}") from error
+
+
+def read_confirmed(path: Path) -> Mark | None:
+    """brokerd's durable head, or None when there is none yet. ValueError when the file is
+    there but damaged (it is written whole, by rename, so that is not a crash)."""
+    try:
+        data = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as error:
+        raise ValueError(f"cannot read {path}: {error}") from None
+    if (
+        not isinstance(data, dict)
+        or set(data) != {"seq", "hash", "size"}
+        or not all(type(data[k]) is int and data[k] >= 0 for k in ("seq", "size"))
+        or not isinstance(data["hash"], str)
+        or len(data["hash"]) != 64
+    ):
+        raise ValueError(f"{path} is damaged")
+    return Mark(Head(data["seq"], data["hash"]), data["size"])
+
+
 class Ledger:
     """The open ledger. `open()` never raises for I/O: a ledger it cannot read or write opens
-    `failed` (retry with `reopen()`), a damaged one opens `broken`; both refuse every append
-    with `LedgerUnavailable`, so brokerd starts and denies every call `audit_unavailable`.
+    `failed` (retry with `reopen()`), a damaged or cut one opens `broken`; both refuse every
+    append with `LedgerUnavailable`, so brokerd starts and denies every call
+    `audit_unavailable`.
 
-    Thread-safe: appends, reopen and close hold one lock; `lookup` and `approval` read the
-    index without it. One process at a time: the file is locked (flock) while open.
+    Thread-safe: every use of the file and the index holds one lock. One process at a time:
+    the file is locked (flock) while open.
     """
 
     def __init__(
@@ -162,17 +117,25 @@ class Ledger:
         now_ms: Callable[[], int],
         fsync: Callable[[int], None],
         write: Callable[[int, bytes], int],
+        witness_paths: Sequence[Path] = (),
+        on_state: Callable[[LedgerState, str | None, int], None] = lambda *_: None,
     ) -> None:
         self.path = path
         self._now_ms, self._fsync, self._write = now_ms, fsync, write
+        self._witness_paths = tuple(witness_paths)
+        self._on_state = on_state
         self._lock = threading.Lock()
         self._fd: int | None = None
+        self._reader: int | None = None  # a read-only descriptor for lookups
         self._state = LedgerState.CLOSED
         self._problem: str | None = None
         self._head = Head(0, GENESIS)
         self._size = 0  # bytes confirmed (written and fsynced, or read and verified)
         self._verified = False  # head and size match the file: a reopen may cut after them
-        self._index = Index()
+        self._written = START  # what head.json holds
+        self._short: Mark | None = None  # a head the file fell short of (cut or rolled back)
+        self._index: Index | None = None
+        self.read_at_start = 0  # records the last start read (those its index did not hold)
 
     @classmethod
     def open(
@@ -183,14 +146,40 @@ class Ledger:
         fsync: Callable[[int], None] = os.fsync,
         write: Callable[[int, bytes], int] = os.write,
         started: Mapping[str, object] | None = None,
+        witness_paths: Sequence[Path] = (),
+        on_state: Callable[[LedgerState, str | None, int], None] = lambda *_: None,
     ) -> Ledger:
         """Opens (creating the folder and file), verifies and recovers the ledger. With
         `started` ({pid, version}) a `started` record follows, in the same group commit as
-        any `recovered` one. `fsync` and `write` are seams for tests."""
-        ledger = cls(Path(path), now_ms, fsync, write)
-        with ledger._lock:
-            ledger._load(started)
+        any `recovered` one. `fsync` and `write` are seams for tests. `load` does the same
+        for a ledger made `unloaded` (brokerd answers `ping` meanwhile)."""
+        ledger = cls.unloaded(
+            path, now_ms=now_ms, fsync=fsync, write=write,
+            witness_paths=witness_paths, on_state=on_state,
+        )  # fmt: skip
+        ledger.load(started)
         return ledger
+
+    @classmethod
+    def unloaded(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        now_ms: Callable[[], int],
+        fsync: Callable[[int], None] = os.fsync,
+        write: Callable[[int, bytes], int] = os.write,
+        witness_paths: Sequence[Path] = (),
+        on_state: Callable[[LedgerState, str | None, int], None] = lambda *_: None,
+    ) -> Ledger:
+        ledger = cls(Path(path), now_ms, fsync, write, witness_paths, on_state)
+        ledger._set(LedgerState.LOADING, None)
+        return ledger
+
+    def load(self, started: Mapping[str, object] | None = None) -> None:
+        """Read what the index does not hold, check the heads, recover (may take long when
+        the index must be rebuilt: run it in a thread while serving)."""
+        with self._lock:
+            self._start(started, accept=False)
 
     # --- state -----------------------------------------------------------------------------
 
@@ -209,8 +198,14 @@ class Ledger:
 
     @property
     def problem(self) -> str | None:
-        """One line: why the ledger is failed or broken (None when ok)."""
+        """One line: why the ledger is loading, failed or broken (None when ok)."""
         return self._problem
+
+    @property
+    def cut_short(self) -> bool:
+        """Broken because the file ends before (or no longer holds) a head brokerd or the
+        owner saw: `accept` can take it as it is."""
+        return self._state is LedgerState.BROKEN and self._short is not None
 
     def __repr__(self) -> str:
         problem = f" problem={self._problem!r}" if self._problem else ""
@@ -224,6 +219,12 @@ class Ledger:
     ) -> None:
         self.close()
 
+    def _set(self, state: LedgerState, problem: str | None) -> None:
+        changed = (state, problem) != (self._state, self._problem)
+        self._state, self._problem = state, problem
+        if changed:
+            self._on_state(state, problem, self._head.seq)
+
     # --- opening and recovery ----------------------------------------------------------------
 
     def reopen(self) -> None:
@@ -231,51 +232,189 @@ class Ledger:
         After a failure, what was written after the last confirmed record was never
         answered: it is cut (and a `recovered` record says so)."""
         with self._lock:
-            self._load(None)
+            if self._verified:
+                self._reopen()
+            else:
+                self._start(None, accept=False)
+
+    def accept(self) -> str:
+        """The owner takes the ledger as it is, though it ends before a head brokerd or the
+        owner saw (`cut_short`): it is read again whole, a `recovered` record says what was
+        lost, and brokerd writes again. Returns that sentence; ValueError when the ledger is
+        not cut short (nothing to accept), or is damaged inside (nothing to build on)."""
+        with self._lock:
+            if not self.cut_short or self._short is None:
+                raise ValueError(f"the ledger is {self._state}: nothing to accept")
+            problem = self._problem
+            self._start(None, accept=True)
+            if self._state is not LedgerState.OK:
+                raise ValueError(f"the ledger is still {self._state}: {self._problem}")
+            said = (
+                f"the owner accepted the ledger as it is, at seq {self._head.seq} ({problem}); "
+                "records confirmed or seen beyond what it holds are lost, and a call recorded "
+                "only in them may run again if it is sent again"
+            )
+            self._append([recovered(cut_bytes=0, why=said)])
+            self._write_confirmed()
+            return said
 
     def close(self) -> None:
         """Releases the file; a later `reopen()` reads it afresh (another may have written)."""
         with self._lock:
+            self._persist_index()
+            if self._state is LedgerState.OK:
+                with contextlib.suppress(OSError):
+                    self._write_confirmed()
             self._close_fd()
-            self._state, self._problem, self._verified = LedgerState.CLOSED, None, False
+            if self._index is not None:
+                self._index.close()
+                self._index = None
+            self._verified = False
+            self._set(LedgerState.CLOSED, None)
 
     def _close_fd(self) -> None:
-        if self._fd is not None:
-            fd, self._fd = self._fd, None
-            # A failed close cannot be mended; the file is re-read on open anyway.
-            with contextlib.suppress(OSError):
-                os.close(fd)  # also releases the flock
+        for fd in (self._fd, self._reader):
+            if fd is not None:
+                with contextlib.suppress(OSError):  # a failed close cannot be mended
+                    os.close(fd)  # the writer's close also releases the flock
+        self._fd = self._reader = None
 
-    def _load(self, started: Mapping[str, object] | None) -> None:
+    def _open_index(self) -> Index:
+        path = self.path.with_name(INDEX_FILE)
+        try:
+            return Index(path)
+        except IndexError_:
+            for stale in (path, *(path.with_name(f"{INDEX_FILE}-{end}") for end in ("wal", "shm"))):
+                with contextlib.suppress(FileNotFoundError):
+                    stale.unlink()
+            try:
+                return Index(path)
+            except IndexError_:
+                return Index(None)  # kept in memory; a start reads the whole ledger again
+
+    def _start(self, started: Mapping[str, object] | None, *, accept: bool) -> None:
+        """Opening, from nothing known but the files (or, with `accept`, trusting neither
+        head.json nor the witness: the owner took the ledger as it is)."""
         self._close_fd()
-        confirmed = self._head if self._verified else None
+        self._set(LedgerState.LOADING, "reading the ledger")
         try:
             self._fd = self._open_file()
-            index = Index()
-            with open(self.path, "rb") as f:
-                scan = _scan(f, index.add, confirmed=confirmed)
+            self._reader = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            size = os.fstat(self._fd).st_size
+            confirmed = None if accept else read_confirmed(self.path.with_name(HEAD_FILE))
         except OSError as e:
-            self._fail(f"cannot open {self.path}: {_cause(e)}")
+            self._fail(f"cannot open {self.path}: {cause(e)}")
             return
-        report = scan.report
-        self._index, self._head, self._size = index, report.head, scan.good_bytes
-        self._verified = report.ok or scan.cut_why is not None
+        except ValueError as e:
+            self._broken(str(e), None)
+            return
+        if self._index is None:
+            self._index = self._open_index()
+        index = self._index
+        if accept:
+            index.reset()
+        try:
+            with open(self.path, "rb") as f:
+                if confirmed is not None:
+                    why = mismatch(f, size, confirmed, "the head brokerd confirmed")
+                    if why is not None:
+                        self._broken(why, confirmed)
+                        return
+                start = index.covered
+                stale = mismatch(f, size, start, "the head the index holds")
+                if stale is not None and confirmed is None and not accept:
+                    # The index held calls this file no longer has: it was cut or replaced.
+                    self._broken(stale, start)
+                    return
+                if stale is not None:
+                    index.reset()  # derived from what is gone: read the whole ledger again
+                    start = START
+                handover = walk_fast(f, start, size, None, None, on_line=index.add_line)
+                found = scan(f, index.add, start=handover)
+                try:
+                    seen = None if accept else self._newest_witness()
+                except witnesses.WitnessUnreadable as e:
+                    self._broken(str(e), START)  # never "no witness": the owner decides
+                    return
+                report = found.report
+                if report.ok or found.cut_why is not None:
+                    short = seen is not None and seen.head.seq > report.head.seq
+                    why = None
+                    if seen is not None and not short and seen.size:
+                        why = mismatch(f, size, seen, "the head the owner saw")
+                    if short and seen is not None:
+                        why = (
+                            f"the ledger ends at seq {report.head.seq}, before the head the "
+                            f"owner saw (seq {seen.head.seq}): cut or rewritten"
+                        )
+                    if why is not None:
+                        self._broken(why, seen)
+                        return
+        except OSError as e:
+            self._fail(f"cannot read {self.path}: {cause(e)}")
+            return
+        self._head, self._size, self._short = report.head, found.good_bytes, None
+        self.read_at_start = report.head.seq - start.head.seq
+        self._verified = report.ok or found.cut_why is not None
         if not self._verified:
-            self._state, self._problem = LedgerState.BROKEN, report.why
+            self._broken(report.why or "damaged", None, cuttable=False)
             return
-        self._state, self._problem = LedgerState.OK, None
+        self._state, self._problem = LedgerState.OK, None  # said once the start is written
+        self._persist_index()
         entries: list[Entry] = [] if started is None else [("started", started)]
-        if scan.cut_why is not None:  # the cut and its record share the one fsync below
+        if found.cut_why is not None:  # the cut and its record share the one fsync below
             try:
-                size = os.fstat(self._fd).st_size
-                os.ftruncate(self._fd, scan.good_bytes)
+                os.ftruncate(self._fd, found.good_bytes)
             except OSError as e:
-                self._fail(f"cannot cut the torn end of {self.path}: {_cause(e)}")
+                self._fail(f"cannot cut the torn end of {self.path}: {cause(e)}")
                 return
-            entries.insert(0, recovered(cut_bytes=size - scan.good_bytes, why=scan.cut_why))
+            entries.insert(0, recovered(cut_bytes=size - found.good_bytes, why=found.cut_why))
         if entries:
             with contextlib.suppress(LedgerUnavailable):  # the state says why
                 self._append(entries)
+        with contextlib.suppress(OSError):
+            self._write_confirmed()
+        self._on_state(self._state, self._problem, self._head.seq)
+
+    def _reopen(self) -> None:
+        """After a failure: the file must still hold what was confirmed; anything after it
+        was never answered and is cut. Reads nothing else."""
+        confirmed = Mark(self._head, self._size)
+        self._close_fd()
+        try:
+            self._fd = self._open_file()
+            self._reader = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            size = os.fstat(self._fd).st_size
+            with open(self.path, "rb") as f:
+                why = mismatch(f, size, confirmed, "the head this ledger confirmed")
+            if why is not None:
+                self._broken(why, confirmed)
+                return
+            entries: list[Entry] = []
+            if size > confirmed.size:
+                os.ftruncate(self._fd, confirmed.size)
+                seq = confirmed.head.seq
+                cut = f"line {seq + 1}: written after the last confirmed record (seq {seq})"
+                entries.append(recovered(cut_bytes=size - confirmed.size, why=cut))
+        except OSError as e:
+            self._fail(f"cannot reopen {self.path}: {cause(e)}")
+            return
+        self._set(LedgerState.OK, None)
+        if entries:
+            with contextlib.suppress(LedgerUnavailable):
+                self._append(entries)
+
+    def _newest_witness(self) -> Mark | None:
+        """The newest head the owner saw (size 0 when it came without one); raises
+        `WitnessUnreadable`."""
+        seen = witnesses.newest(list(self._witness_paths))
+        if seen is None:
+            return None
+        return Mark(Head(seen.seq, seen.hash), seen.size or 0)
+
+    def _broken(self, why: str, short: Mark | None, *, cuttable: bool = True) -> None:
+        self._short = short if cuttable else None
+        self._set(LedgerState.BROKEN, why)
 
     def _open_file(self) -> int:
         folder = self.path.parent
@@ -298,7 +437,34 @@ class Ledger:
         return fd
 
     def _fail(self, problem: str) -> None:
-        self._state, self._problem = LedgerState.FAILED, problem
+        self._set(LedgerState.FAILED, problem)
+
+    # --- keeping what is derived --------------------------------------------------------------
+
+    def persist(self) -> None:
+        """Commit the index and write the confirmed head durably, if either moved: brokerd
+        calls it every fraction of a second, off the answer path, and at stop."""
+        with self._lock:
+            self._persist_index()
+            mark = Mark(self._head, self._size) if self._state is LedgerState.OK else None
+        if mark is not None and mark != self._written:
+            self._write_mark(mark)
+
+    def _persist_index(self) -> None:
+        if self._index is not None and self._state is LedgerState.OK:
+            self._index.mark(Mark(self._head, self._size))
+            with contextlib.suppress(Exception):  # derived: a later start reads it again
+                self._index.commit()
+
+    def _write_confirmed(self) -> None:
+        self._write_mark(Mark(self._head, self._size))
+
+    def _write_mark(self, mark: Mark) -> None:
+        """head.json, whole (temp, fsync, rename, fsync of the folder). It may lag the ledger
+        (a crash), never lead it: it is written only after the ledger's fsync."""
+        data = {"seq": mark.head.seq, "hash": mark.head.hash, "size": mark.size}
+        write_atomically(self.path.with_name(HEAD_FILE), json.dumps(data).encode())
+        self._written = mark
 
     # --- appending ---------------------------------------------------------------------------
 
@@ -334,10 +500,20 @@ class Ledger:
             heads.append(Head(seq, prev))
         data = b"\n".join(lines) + b"\n"
         self._commit(self._fd, data)
+        offset = self._size
         self._head, self._size = heads[-1], self._size + len(data)
-        for record in built:
-            if record["kind"] in INDEXED:  # as a reader would parse it back
-                self._index.add(record)
+        if self._index is not None:
+            try:
+                for line, record in zip(lines, built, strict=True):
+                    if record["kind"] in INDEXED:  # as a reader would parse it back
+                        self._index.add(record, offset)
+                    offset += len(line) + 1
+            except sqlite3.Error as e:
+                # The records are durable, but the once-per-call rule can no longer be kept:
+                # refuse until a reopen has built the index again (from the file, if need be).
+                self._index.close()
+                self._index, self._verified = None, False
+                self._fail(f"cannot write the ledger's index: {e}")
         return heads
 
     def _commit(self, fd: int, data: bytes) -> None:
@@ -351,7 +527,7 @@ class Ledger:
             step = "fsync"
             self._fsync(fd)
         except BaseException as e:  # whatever it was, the file's end is now unknown
-            self._fail(f"cannot {step} {self.path}: {_cause(e) if isinstance(e, OSError) else e}")
+            self._fail(f"cannot {step} {self.path}: {cause(e) if isinstance(e, OSError) else e}")
             if isinstance(e, OSError):
                 raise LedgerUnavailable(f"the ledger failed: {self._problem}") from e
             raise
@@ -359,16 +535,68 @@ class Ledger:
     # --- reading -----------------------------------------------------------------------------
 
     def lookup(self, session: str, call: str) -> CallRecords | None:
-        """That call's records (I8), or None if it was never decided."""
-        return self._index.calls.get((session, call))
+        """That call's records (I8), or None if it was never decided. LedgerUnavailable when
+        the ledger cannot say (an index that fails, a record that does not read back)."""
+        with self._lock, _unavailable_on_index_error():
+            if self._index is None:
+                return None
+            self._readable()
+            where = self._index.lookup(session, call)
+            return None if where is None else self._records(where, (session, call))
 
-    def calls(self) -> list[CallRecords]:
-        """Every call's records, in the order they were decided (to rebuild approvals)."""
-        return list(self._index.calls.values())
+    def unsettled(self) -> list[CallRecords]:
+        """The calls waiting for the owner, in the order they were decided (to rebuild
+        the pending approvals)."""
+        with self._lock:
+            self._readable()
+            found = [] if self._index is None else self._index.unsettled()
+            return [self._records(where, None) for where in found]
+
+    def scoped(self) -> list[CallRecords]:
+        """The calls approved for their whole session (to rebuild those scopes)."""
+        with self._lock:
+            self._readable()
+            found = [] if self._index is None else self._index.scoped()
+            return [self._records(where, None) for where in found]
 
     def approval(self, approval_id: str) -> tuple[str, str] | None:
         """The (session, call) an approval id was made for, or None."""
-        return self._index.approvals.get(approval_id)
+        with self._lock, _unavailable_on_index_error():
+            self._readable()
+            return None if self._index is None else self._index.approval(approval_id)
+
+    def _readable(self) -> None:
+        """A broken ledger says nothing of what it holds: its index may name records the file
+        lost (a call "already ran" that the owner may yet decide is lost), or a rewrite."""
+        if self._state not in (LedgerState.OK, LedgerState.FAILED):
+            raise LedgerUnavailable(f"the ledger is {self._state}: {self._problem or 'closed'}")
+
+    def _records(self, where: Where, key: tuple[str, str] | None) -> CallRecords:
+        """The call's records, read back at the offsets the index gave; a record that is not
+        one (or not that call's) means the file changed under the index: broken."""
+        if self._reader is None:
+            raise LedgerUnavailable(f"the ledger is {self._state}: {self._problem or 'closed'}")
+        with os.fdopen(os.dup(self._reader), "rb") as f:
+
+            def at(offset: int | None) -> Record | None:
+                if offset is None:
+                    return None
+                record = parse_line(read_line_at(f, offset))
+                if isinstance(record, str):  # the file changed under the index
+                    why = (
+                        f"the record at byte {offset} is damaged ({record}): run bxctl audit verify"
+                    )
+                    self._broken(why, None, cuttable=False)
+                    raise LedgerUnavailable(why)
+                return record
+
+            decision = at(where.decision)
+            assert decision is not None
+            if key is not None and (decision.get("session"), decision.get("call")) != key:
+                why = f"the record at byte {where.decision} is not the decision the index names"
+                self._broken(why, None, cuttable=False)
+                raise LedgerUnavailable(why)
+            return CallRecords(decision, at(where.verdict), at(where.executed))
 
     def tail(self, n: int, session: str | None = None) -> list[Record]:
         """The last `n` records, oldest first; with `session`, only that session's (its
@@ -381,39 +609,27 @@ class Ledger:
             return found
         try:
             with open(self.path, "rb") as f:
-                for line in _lines_backwards(f, size):
+                for line in lines_backwards(f, size):
                     try:
                         record = json.loads(line)
                     except (ValueError, RecursionError):
                         continue
                     if not isinstance(record, dict) or "kind" not in record:
                         continue
-                    if session is None or session in self._index.session_of(record):
+                    if session is None or session in self._sessions_of(record):
                         found.append(record)
                         if len(found) == n:
                             break
         except OSError as e:
-            raise LedgerUnavailable(f"cannot read {self.path}: {_cause(e)}") from e
+            raise LedgerUnavailable(f"cannot read {self.path}: {cause(e)}") from e
         found.reverse()
         return found
 
-
-def _lines_backwards(f: BinaryIO, size: int) -> Iterator[bytes]:
-    """The non-empty lines of the first `size` bytes, last first, read in blocks."""
-    pending: list[bytes] = []  # the pieces of the line being read, last piece first
-    pos = size
-    while pos > 0:
-        step = min(_BLOCK, pos)
-        pos -= step
-        f.seek(pos)
-        parts = f.read(step).split(b"\n")
-        pending.append(parts[-1])
-        if len(parts) == 1:
-            continue
-        yield from _nonempty([b"".join(reversed(pending)), *reversed(parts[1:-1])])
-        pending = [parts[0]]
-    yield from _nonempty([b"".join(reversed(pending))])
-
-
-def _nonempty(lines: list[bytes]) -> Iterator[bytes]:
-    return (line for line in lines if line)
+    def _sessions_of(self, record: Record) -> tuple[str, ...]:
+        kind = record.get("kind")
+        if kind == "absorbed":
+            return (str(record.get("parent")), str(record.get("child")))
+        if kind == "verdict":
+            found = self.approval(str(record.get("approval")))
+            return () if found is None else (found[0],)
+        return (str(record["session"]),) if "session" in record else ()

@@ -55,8 +55,8 @@ from bxcore.messages import Denied, Done, Failed, Outcome, ToolRequest, ToolResp
 from services.brokerd import records
 from services.brokerd.calls import ALREADY_RAN, UNKNOWN
 from services.brokerd.chain import ChainReport
-from services.brokerd.ledger import verify
 from services.brokerd.records import Head
+from services.brokerd.verify import verify
 from tests.support.brokerd import write_grant
 from tests.support.daemons import Daemon, init_home, start, tool_owned
 

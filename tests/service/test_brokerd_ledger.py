@@ -19,11 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from bxcore import wire
+from bxcore import report, wire
 from bxcore.deny import DenyReason
+from bxcore.home import Home
 from bxcore.labels import DataClass, Label
 from bxcore.messages import (
     ApprovalState,
+    AuditAccept,
     AuditRecords,
     AuditReport,
     AuditTail,
@@ -52,6 +54,7 @@ from tests.support.brokerd import (
     call_raw,
     denial,
     ledger_lines,
+    ledger_records,
     records_of,
     short_folder,
     state_file,
@@ -362,11 +365,15 @@ def test_a_torn_last_line_is_cut_at_start_and_a_break_before_it_denies_every_cal
         assert report.ok and report.records == 5
         assert isinstance(call(brokerd, "torn", "c2", "write_file", write), Done)
 
-    # A change before the last line is damage: brokerd starts, but nothing is decided.
+    # A change before the last line is damage: brokerd starts, but nothing is decided. (A
+    # start reads again only what its index does not hold: here the index and the head file
+    # are gone too, as for a ledger of before issue 10, so it reads the whole file.)
     lines = ledger.read_bytes().split(b"\n")
     assert b'"call":"c1"' in lines[1]
     lines[1] = lines[1].replace(b'"call":"c1"', b'"call":"c9"')
     ledger.write_bytes(b"\n".join(lines))
+    for derived in ("head.json", "index.sqlite3", "index.sqlite3-wal", "index.sqlite3-shm"):
+        (ledger.parent / derived).unlink(missing_ok=True)
     damaged = ledger.read_bytes()
     target.unlink()
     with running("brokerd", home) as brokerd:
@@ -378,3 +385,55 @@ def test_a_torn_last_line_is_cut_at_start_and_a_break_before_it_denies_every_cal
         assert report.problem == "line 3: prev does not match the hash of line 2"
     assert ledger.read_bytes() == damaged
     assert not target.exists()
+
+
+def test_a_ledger_cut_to_half_lets_no_call_run_again_until_the_owner_accepts_it(
+    short_tmp: Path,
+) -> None:
+    home = init_home(short_tmp / "h")
+    ledger = home / "audit" / "ledger.jsonl"
+    folder = home / "workspace"
+    writes = {f"c{n}": args(path=f"{folder}/f{n}", content=str(n)) for n in range(20)}
+    with running("brokerd", home) as brokerd:
+        for call_id, arguments in writes.items():
+            assert isinstance(call(brokerd, "cut", call_id, "write_file", arguments), Done)
+    for n in range(20):
+        (folder / f"f{n}").unlink()
+    lines = ledger.read_bytes().splitlines(keepends=True)
+    ledger.write_bytes(b"".join(lines[: len(lines) // 2]))  # cut at a line: nothing torn
+    cut = ledger.read_bytes()
+
+    with running("brokerd", home) as brokerd:
+        for call_id, arguments in writes.items():
+            answer = call_raw(home, "cut", call_id, "write_file", arguments, rid=f"again-{call_id}")
+            assert answer == denial("audit_unavailable", rid=f"again-{call_id}")
+        assert not any(folder.glob("f*"))
+        assert ledger.read_bytes() == cut  # the evidence is kept as it is
+        said = report.read(Home(home))["ledger"]
+        assert said["state"] == "broken"
+        assert said["problem"].startswith(f"the ledger ends at byte {len(cut)}, before the head")
+        assert "the ledger is broken, so every call is denied audit_unavailable" in (
+            brokerd.output()
+        )
+        verified = brokerd.ask(AuditVerify("v1"), socket="admin")
+        assert isinstance(verified, AuditReport) and not verified.ok
+
+        accepted = brokerd.ask(AuditAccept("a1"), socket="admin")
+        assert isinstance(accepted, AuditReport) and accepted.ok
+        assert accepted.problem is not None and "may run again" in accepted.problem
+        assert report.read(Home(home))["ledger"]["state"] == "ok"
+        # What the kept half recorded is still answered from it; the lost half is decided anew.
+        kept = ledger_records(home)
+        ran = {r["call"] for r in kept if r["kind"] == "executed"}
+        decided = {r["call"] for r in kept if r["kind"] == "decision"}
+        assert ran and len(decided) < 20
+        for call_id in writes:
+            answer = call(brokerd, "cut", call_id, "write_file", writes[call_id], rid="r3")
+            if call_id in ran:
+                assert answer == Failed(ALREADY_RAN)
+            elif call_id in decided:  # its execution was lost with the cut
+                assert answer == Failed(UNKNOWN)
+            else:
+                assert isinstance(answer, Done)
+        assert len(list(folder.glob("f*"))) == 20 - len(decided)
+        assert brokerd.ask(AuditVerify("v2"), socket="admin").ok

@@ -21,7 +21,7 @@ from typing import Any
 
 import zmq
 
-from bxcore import curve, wire
+from bxcore import curve, report, wire
 from bxcore.home import Home
 from bxcore.messages import Ping, Pong
 
@@ -77,8 +77,20 @@ class Daemon:
             with contextlib.suppress(TimeoutError):
                 pong = self.ask(Ping("ready"), timeout=0.2)
                 assert isinstance(pong, Pong), pong
+                if self.name == "brokerd":  # it answers ping at once, then loads its ledger
+                    self._wait_loaded(deadline)
                 return pong
         raise TimeoutError(f"{self.name} did not answer ping in {deadline_s} s:\n{self.output()}")
+
+    def _wait_loaded(self, deadline: float) -> None:
+        """Until this brokerd has reported its ledger loaded (ok, failed or broken): it says
+        `loading` before it binds its sockets, so once it answers, no older report is left."""
+        while time.monotonic() < deadline:
+            ledger = report.read(Home(self.home)).get("ledger") or {}
+            if ledger.get("state") not in (None, "loading"):
+                return
+            time.sleep(0.01)
+        raise TimeoutError(f"brokerd did not load its ledger:\n{self.output()}")
 
     def output(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""

@@ -15,10 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bxcore.labels import DataClass, Label
-from services.brokerd import ledger as ledger_module
+from services.brokerd import ledger_scan
 from services.brokerd import records as r
-from services.brokerd.ledger import Ledger, LedgerState, LedgerUnavailable, verify
+from services.brokerd.ledger import Ledger, LedgerState, LedgerUnavailable
 from services.brokerd.records import Head, line_hash
+from services.brokerd.verify import LedgerUnreadable, verify
 
 PRIVATE = Label(DataClass.PRIVATE, False)
 TAINTED = Label(DataClass.PRIVATE, True)
@@ -105,6 +106,21 @@ def records_of(path: Path) -> list[dict[str, object]]:
 def fill(path: Path, calls: int = 5) -> None:
     with open_again(path) as ledger:
         ledger.append_batch([decision(f"c{i}") for i in range(1, calls + 1)])
+
+
+def forget_what_brokerd_derived(path: Path) -> None:
+    """As before issue 10, or after the index and head file are lost: the next start reads
+    the whole ledger again."""
+    for name in ("head.json", "index.sqlite3", "index.sqlite3-wal", "index.sqlite3-shm"):
+        (path.parent / name).unlink(missing_ok=True)
+
+
+def unconfirmed(path: Path, call: str) -> bytes:
+    """The line a crashed brokerd would have written next, never confirmed."""
+    last = lines_of(path)[-1]
+    seq = json.loads(last)["seq"] + 1
+    kind, fields = decision(call)
+    return r.build(seq, "2026-11-30T02:34:31.000Z", line_hash(last), kind, fields)
 
 
 # --- opening, appending, group commit -------------------------------------------------------
@@ -221,11 +237,23 @@ def test_a_torn_last_line_is_cut_at_open_and_a_recovered_record_says_so(
 
 def test_a_whole_record_without_its_newline_was_never_answered_and_is_cut(path: Path) -> None:
     fill(path, 2)
+    with path.open("ab") as f:
+        f.write(unconfirmed(path, "c3"))  # a crash before its newline
+    with open_again(path) as ledger:
+        assert ledger.head.seq == 3
+    assert [rec["kind"] for rec in records_of(path)] == ["decision", "decision", "recovered"]
+
+
+def test_a_confirmed_record_that_lost_its_newline_is_a_cut_ledger_not_a_torn_write(
+    path: Path,
+) -> None:
+    fill(path, 2)
     whole = path.read_bytes()
     path.write_bytes(whole[:-1])
     with open_again(path) as ledger:
-        assert ledger.head.seq == 2
-    assert [rec["kind"] for rec in records_of(path)] == ["decision", "recovered"]
+        assert ledger.state is LedgerState.BROKEN and ledger.cut_short
+        assert ledger.problem is not None and "before the head brokerd confirmed" in ledger.problem
+    assert path.read_bytes() == whole[:-1]  # nothing cut
 
 
 def test_verify_reports_a_torn_last_line_without_cutting_it(path: Path) -> None:
@@ -278,7 +306,10 @@ def damage(path: Path, change: str) -> None:
 def test_damage_before_the_last_line_is_named_and_the_ledger_refuses_every_append(
     path: Path, change: str, problem: str
 ) -> None:
+    """A start reads again only what its index does not hold: with neither index nor head
+    file (a ledger of before issue 10, or one whose derived files were lost), all of it."""
     fill(path)
+    forget_what_brokerd_derived(path)
     damage(path, change)
     before = path.read_bytes()
     with open_again(path) as ledger:
@@ -293,12 +324,27 @@ def test_damage_before_the_last_line_is_named_and_the_ledger_refuses_every_appen
     assert not report.ok and not report.torn and str(report).startswith(problem)
 
 
+def test_a_start_reads_again_only_what_its_index_does_not_hold_and_verify_reads_all(
+    path: Path,
+) -> None:
+    fill(path)
+    damage(path, "flip-value")  # line 3 now names c8; line 4's prev no longer matches it
+    with open_again(path) as ledger:
+        assert ledger.state is LedgerState.OK  # the sealed part was not read again
+        assert ledger.lookup("chat-1", "c5") is not None
+        with pytest.raises(LedgerUnavailable, match="not the decision the index names"):
+            ledger.lookup("chat-1", "c3")  # read back, the record is not that call's
+        assert ledger.state is LedgerState.BROKEN
+    assert str(verify(path)).startswith("line 4: prev does not match the hash of line 3")
+
+
 def test_an_overlong_line_is_named_without_reading_all_of_it(
     path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fill(path)
+    forget_what_brokerd_derived(path)
     monkeypatch.setattr(r, "MAX_LINE_BYTES", 1000)
-    monkeypatch.setattr(ledger_module, "MAX_LINE_BYTES", 1000)
+    monkeypatch.setattr(ledger_scan, "MAX_LINE_BYTES", 1000)
     lines = lines_of(path)
     lines[1] = b"B" * 50_000
     path.write_bytes(b"".join(line + b"\n" for line in lines))
@@ -373,7 +419,7 @@ def test_a_torn_write_that_brokerd_recovered_after_the_witness_verifies(path: Pa
 
 
 def test_verify_of_a_missing_file_is_one_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(LedgerUnavailable, match="cannot read the ledger"):
+    with pytest.raises(LedgerUnreadable, match="cannot read the ledger"):
         verify(tmp_path / "nothing.jsonl")
 
 
@@ -561,6 +607,9 @@ def test_junk_anywhere_in_the_file_opens_ok_or_broken_never_raises(
     data = path.read_bytes()
     at = where % (len(data) + 1)
     path.write_bytes(data[:at] + junk + data[at:])
+    with open_again(path) as ledger:  # with its index and head: never raises either
+        assert ledger.state in (LedgerState.OK, LedgerState.BROKEN)
+    forget_what_brokerd_derived(path)  # so that the start reads every line, as verify does
     with open_again(path) as ledger:
         assert ledger.state in (LedgerState.OK, LedgerState.BROKEN)
         assert (ledger.problem is None) == (ledger.state is LedgerState.OK)

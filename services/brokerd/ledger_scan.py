@@ -1,0 +1,151 @@
+"""Reading the ledger's file (SPEC §7): its lines from any point, a chain walk from a record it
+trusts (`scan`: every line parsed; `verify` walks faster), one line found by where it ends.
+
+Reads only; turns nothing into records but through `services.brokerd.chain`. Never holds more
+than MAX_LINE_BYTES + 1 bytes of one line.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import BinaryIO
+
+from bxcore.witness import line_ending_at
+from services.brokerd.chain import ChainCheck, ChainReport
+from services.brokerd.index import START, Mark
+from services.brokerd.records import MAX_LINE_BYTES, Head, Record, line_hash
+
+_BLOCK = 64 * 1024
+
+
+class LedgerUnavailable(Exception):
+    """The ledger cannot be written: every call is denied `audit_unavailable` (§7)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    report: ChainReport
+    good_bytes: int  # the offset just after the last good line
+    cut_why: str | None  # set when everything after good_bytes may be cut (never answered)
+
+
+def read_lines(f: BinaryIO, start: int = 0) -> Iterator[tuple[bytes, bool, int]]:
+    """(line without newline, whether it ended with one, offset after it), from `start`. A
+    line longer than MAX_LINE_BYTES is yielded cut (and is bad)."""
+    f.seek(start)
+    offset = start
+    while chunk := f.readline(MAX_LINE_BYTES + 1):
+        offset += len(chunk)
+        if chunk.endswith(b"\n"):
+            yield chunk[:-1], True, offset
+            continue
+        ended = False
+        if len(chunk) > MAX_LINE_BYTES:  # skip the rest of an overlong line
+            while rest := f.readline(_BLOCK):
+                offset += len(rest)
+                if rest.endswith(b"\n"):
+                    ended = True
+                    break
+        yield chunk, ended, offset
+
+
+def scan(
+    f: BinaryIO,
+    on_record: Callable[[Record, int], None] | None = None,
+    *,
+    start: Mark = START,
+    confirmed: Mark | None = None,
+    witness: Head | None = None,
+) -> Scan:
+    """Walks the file from `start` (a record trusted to be there, checked by the caller).
+    `on_record(record, offset)` sees each good record with where its line starts. The last
+    line may be cut when it never ended, or is no record at all; with `confirmed` (the head
+    this process last fsynced), everything after it may be cut."""
+    size = os.fstat(f.fileno()).st_size
+    if confirmed is not None:
+        check = ChainCheck(confirmed.head, "the head this ledger confirmed", start=start.head)
+    else:
+        check = ChainCheck(witness, start=start.head)
+    good = start.size
+    cut_why: str | None = None  # everything after `good` was never answered
+    torn_why: str | None = None  # a line that never ended, where nothing may be cut
+    for line, ended, end in read_lines(f, start.size):
+        number = check.head.seq + 1
+        if confirmed is not None and check.head.seq == confirmed.head.seq:
+            cut_why = f"line {number}: written after the last confirmed record (seq {number - 1})"
+            break
+        if not ended:
+            why = f"line {number}: the last line has no newline (a torn write)"
+            if confirmed is None:
+                cut_why = why
+            else:
+                torn_why = f"{why}, before the head this ledger confirmed"
+            break
+        record = check.feed(line)
+        if record is None:
+            if check.shape_problem and end == size and confirmed is None:
+                cut_why = check.why
+            break
+        if on_record is not None:
+            on_record(record, good)
+        good = end
+    report = check.report()
+    short = check.short_of_witness()  # only with a witness (never with `confirmed`)
+    if cut_why is not None and short is not None:
+        # A torn last line is benign only when it is newer than the head the owner saw: here
+        # a record the owner saw whole is gone or torn, so the file was cut or rewritten, and
+        # nothing after the good records may be cut (it is the evidence).
+        bad = ChainReport(check.head.seq, check.head, check.head.seq + 1, f"{cut_why}; {short}")
+        return Scan(bad, good, None)
+    if report.ok and (cut_why or torn_why):  # the line was never fed to the check
+        report = replace(report, bad_line=report.records + 1, why=cut_why or torn_why)
+    return Scan(replace(report, torn=cut_why is not None), good, cut_why)
+
+
+def mismatch(f: BinaryIO, size: int, mark: Mark, name: str) -> str | None:
+    """Why the file (of `size` bytes) does not hold `mark`'s record ending at `mark.size`,
+    in one line; None when it does."""
+    if mark.head.seq == 0:
+        return None
+    if size < mark.size:
+        return (
+            f"the ledger ends at byte {size}, before {name} (seq {mark.head.seq}, byte "
+            f"{mark.size}): cut or rolled back"
+        )
+    line = line_ending_at(f, mark.size)
+    if line is None or line_hash(line) != mark.head.hash:
+        return f"the ledger no longer holds {name} (seq {mark.head.seq}): rewritten"
+    return None
+
+
+def read_line_at(f: BinaryIO, offset: int) -> bytes:
+    """The line that starts at `offset`, without its newline."""
+    f.seek(offset)
+    return f.readline(MAX_LINE_BYTES + 1).rstrip(b"\n")
+
+
+def lines_backwards(f: BinaryIO, size: int) -> Iterator[bytes]:
+    """The non-empty lines of the first `size` bytes, last first, read in blocks."""
+    pending: list[bytes] = []  # the pieces of the line being read, last piece first
+    pos = size
+    while pos > 0:
+        step = min(_BLOCK, pos)
+        pos -= step
+        f.seek(pos)
+        parts = f.read(step).split(b"\n")
+        pending.append(parts[-1])
+        if len(parts) == 1:
+            continue
+        yield from _nonempty([b"".join(reversed(pending)), *reversed(parts[1:-1])])
+        pending = [parts[0]]
+    yield from _nonempty([b"".join(reversed(pending))])
+
+
+def _nonempty(lines: list[bytes]) -> Iterator[bytes]:
+    return (line for line in lines if line)
+
+
+def cause(e: OSError) -> str:
+    return e.strerror or str(e) or type(e).__name__
