@@ -17,7 +17,7 @@ import typer
 
 from bxcore.home import Home
 from bxcore.visible import visible
-from bxctl import audit_cmds, box_cmds, grant_cmds, owner_cmds, session_cmds
+from bxctl import audit_accept, audit_cmds, box_cmds, grant_cmds, owner_cmds, session_cmds
 from bxctl.init import init_home
 from bxctl.output import CommandError, say
 
@@ -31,6 +31,7 @@ app = typer.Typer(
 )
 app.add_typer(grant_cmds.app, name="grant")
 app.add_typer(audit_cmds.app, name="audit")
+audit_cmds.app.command()(audit_accept.accept)
 box_cmds.register(app)
 app.add_typer(session_cmds.app, name="session")
 owner_cmds.register(app)  # chat, pending, approve, deny
