@@ -16,6 +16,8 @@ import zmq
 import zmq.auth
 from zmq.auth.asyncio import AsyncioAuthenticator
 
+from bxcore.errors import SetupError
+
 #: The parties that hold key pairs: the owner (bxctl), gatewayd, and brokerd's admin socket.
 PARTIES = ("owner", "gatewayd", "brokerd")
 
@@ -115,9 +117,17 @@ class AllowList:
 
 
 def start_zap(ctx: zmq.Context[Any], domains: dict[str, AllowList]) -> AsyncioAuthenticator:
-    """Start this process's one ZAP handler (inside a running event loop)."""
+    """Start this process's one ZAP handler (inside a running event loop); `SetupError` (one
+    line) when it cannot bind, its socket closed at once so that the context's end never
+    waits for it. Its socket is the context's: `ctx.destroy` closes it even if `stop` is
+    never called (a daemon whose next bind fails)."""
     auth = AsyncioAuthenticator(ctx)
-    auth.start()
+    try:
+        auth.start()
+    except zmq.ZMQError as error:
+        if auth.zap_socket is not None:
+            auth.zap_socket.close(linger=0)
+        raise SetupError(f"cannot start the ZAP handler (CURVE checks): {error}") from None
     for domain, allow in domains.items():
         auth.configure_curve_callback(domain, credentials_provider=allow)
     return auth

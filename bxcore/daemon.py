@@ -1,8 +1,10 @@
 """What every daemon does the same way (SPEC §15): `--home`, config, the run lock, logging to
 standard error, a ZeroMQ context, and a clean stop on SIGTERM or SIGINT.
 
-`run_daemon(name, serve)` returns only when the daemon has stopped: 0 after a signal, 1 with
-one line on standard error when it could not start (a bad config, another instance, …).
+`run_daemon(name, serve)` returns only when the daemon has stopped: 0 after a signal; with
+one line on standard error when it could not start, 78 (`SETUP_ERROR_EXIT`) when only the
+owner can mend it (a bad config, a key missing, a socket path taken: the supervisor does not
+retry it) and 1 otherwise (another instance, a store that cannot be opened, …).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -22,12 +25,15 @@ import zmq.asyncio
 from bxcore import runlock
 from bxcore.config import CURVE_SOCKETS, Config, ConfigError, load_config
 from bxcore.curve import KeyFileError
-from bxcore.errors import one_line
+from bxcore.errors import SETUP_ERROR_EXIT, SetupError, StartError, one_line
 from bxcore.home import SOCKETS, Home, HomeError
 
+__all__ = ["SETUP_ERROR_EXIT", "Context", "Serve", "SetupError", "StartError", "run_daemon"]
 
-class StartError(Exception):
-    """The daemon cannot start; the text is the one line the owner reads."""
+#: How long the ZeroMQ context may take to end. Every socket is closed with LINGER 0 first, so
+#: it takes milliseconds; past this a socket was left open somewhere (a bug), and the daemon
+#: says so and exits rather than hang with nothing logged (issue 10).
+DESTROY_LIMIT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -44,7 +50,7 @@ class Context:
         assert socket in SOCKETS
         endpoint = self.config.sockets.endpoint(socket, self.home)
         if endpoint.startswith("tcp://") and socket not in CURVE_SOCKETS:
-            raise StartError(
+            raise SetupError(
                 f"[sockets] {socket}: tcp:// needs CURVE, which only admin and gateway have"
             )
         return endpoint
@@ -67,7 +73,10 @@ def run_daemon(name: str, serve: Serve, argv: list[str] | None = None) -> int:
         config = load_config(home.config)
         home.ensure_run()
         lock = runlock.take(home.lock(name), name)
-    except (HomeError, ConfigError, runlock.AlreadyRunning, OSError) as error:
+    except (HomeError, ConfigError) as error:
+        print(f"{name}: {error}", file=sys.stderr)
+        return SETUP_ERROR_EXIT
+    except (runlock.AlreadyRunning, OSError) as error:
         print(f"{name}: {error}", file=sys.stderr)
         return 1
     if home.run_note:
@@ -79,13 +88,18 @@ def run_daemon(name: str, serve: Serve, argv: list[str] | None = None) -> int:
         if reason is None:
             raise
         print(f"{name}: {one_line(reason)}", file=sys.stderr)
-        return 1
+        return _exit_status(reason)
     except (StartError, KeyFileError, OSError) as error:
         print(f"{name}: {one_line(error)}", file=sys.stderr)
-        return 1
+        return _exit_status(error)
     finally:
         lock.release()
     return 0
+
+
+def _exit_status(reason: BaseException) -> int:
+    """78 for what only the owner can mend (the supervisor does not retry it), else 1."""
+    return SETUP_ERROR_EXIT if isinstance(reason, SetupError | KeyFileError) else 1
 
 
 def _start_error(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
@@ -116,5 +130,22 @@ async def _main(name: str, home: Home, config: Config, serve: Serve) -> None:
             await serve(Context(name, home, config, ctx))
             tasks.cancel_scope.cancel()
     finally:
-        ctx.destroy(linger=0)
+        _destroy(ctx, log)
         log.info("stopped")
+
+
+def _destroy(ctx: zmq.asyncio.Context, log: logging.Logger) -> None:
+    """Close every socket (LINGER 0) and end the context; never wait for it for long."""
+    watchdog = threading.Timer(DESTROY_LIMIT_S, _stuck, args=(log,))
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        ctx.destroy(linger=0)
+    finally:
+        watchdog.cancel()
+
+
+def _stuck(log: logging.Logger) -> None:
+    log.error("ZeroMQ did not close in %g s (a socket was left open): exiting", DESTROY_LIMIT_S)
+    logging.shutdown()
+    os._exit(1)

@@ -14,7 +14,7 @@ import zmq
 import zmq.asyncio
 
 from bxcore import wire
-from bxcore.router import tune
+from bxcore.router import bind, tune
 
 log = logging.getLogger(__name__)
 
@@ -25,9 +25,10 @@ class Publisher:
         self.service = service
         self.sent = 0
         self.dropped = 0
-        self._socket: zmq.Socket[bytes] = zmq.Socket(ctx, zmq.PUB)  # plain: sends never wait
+        # Plain: sends never wait. Made by the context, which closes it at the end.
+        self._socket: zmq.Socket[bytes] = ctx.socket(zmq.PUB, socket_class=zmq.Socket)
         tune(self._socket)
-        self._socket.bind(endpoint)
+        bind(self._socket, endpoint)
 
     def __repr__(self) -> str:
         return f"Publisher({self.service} at {self.endpoint}, {self.sent} sent)"

@@ -10,6 +10,10 @@ not a `zmq.asyncio` socket: every request costs a future and several callbacks t
 was most of brokerd's time per decision (measured: see bench/). ZMQ_FD is edge-triggered, so
 the socket is drained until EAGAIN on every wake-up and again after every send, which may
 have consumed the edge that announced the next request.
+
+`bind` is how every bound socket of the box is bound: a failure closes the socket at once
+(LINGER 0, so the context's end cannot wait for it) and becomes one `SetupError` line that
+names the endpoint and, for an `ipc://` path, what is in the way.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import stat
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
@@ -25,6 +30,7 @@ import zmq
 
 from bxcore import __version__, wire
 from bxcore.clock import now_ms, rfc3339
+from bxcore.errors import SetupError
 from bxcore.messages import Error, ErrorCode, Ping, Pong
 
 Handler = Callable[[Any], Awaitable[Any]]
@@ -47,6 +53,44 @@ def tune(socket: zmq.Socket[Any], *, linger_ms: int = 0) -> None:
     socket.setsockopt(zmq.RECONNECT_IVL_MAX, RECONNECT_MS[1])
 
 
+def bind(socket: zmq.Socket[Any], endpoint: str) -> None:
+    """Bind `socket` at `endpoint`; else close it (LINGER 0) and raise `SetupError`.
+
+    The socket must have been made by its context (`ctx.socket`), never `zmq.Socket(ctx, …)`:
+    only then does `ctx.destroy` close it, and a socket left open makes `ctx.term` wait
+    forever (issue 10: gatewayd hung so when a folder stood at its socket path)."""
+    try:
+        socket.bind(endpoint)
+    except zmq.ZMQError as error:
+        socket.close(linger=0)
+        occupant = _occupant(endpoint)
+        reason = zmq.strerror(error.errno) if error.errno else str(error)
+        raise SetupError(bind_failure(endpoint, reason, occupant)) from None
+
+
+def bind_failure(endpoint: str, reason: str, occupant: str | None) -> str:
+    """The one line a failed bind becomes. Pure."""
+    text = f"cannot bind {endpoint}: {reason}"
+    if occupant is not None:
+        text += f" ({occupant} is at that path; move it away)"
+    return text
+
+
+def _occupant(endpoint: str) -> str | None:
+    """What stands at an `ipc://` endpoint's path, when it is not a socket."""
+    if not endpoint.startswith("ipc://"):
+        return None
+    try:
+        mode = os.lstat(endpoint[len("ipc://") :]).st_mode
+    except OSError:
+        return None
+    if stat.S_ISSOCK(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    return "a symlink" if stat.S_ISLNK(mode) else "a file that is not a socket"
+
+
 class Router:
     """One bound ROUTER socket and the loop that serves it."""
 
@@ -64,12 +108,13 @@ class Router:
         self._handle = handle
         self._started = rfc3339(now_ms())
         self._served = 0
-        self._socket: zmq.Socket[bytes] = zmq.Socket(ctx, zmq.ROUTER)
+        # Plain, not zmq.asyncio (see above), yet made by the context, which closes it at the end.
+        self._socket: zmq.Socket[bytes] = ctx.socket(zmq.ROUTER, socket_class=zmq.Socket)
         tune(self._socket, linger_ms=100)
         self._socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
         if secure is not None:
             secure(self._socket)
-        self._socket.bind(endpoint)
+        bind(self._socket, endpoint)
         self._in_flight = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -11,19 +11,19 @@ import contextlib
 import logging
 import os
 import pwd
-import secrets
 import sys
 import time
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import anyio
+import psutil  # type: ignore[import-untyped, unused-ignore]  # no stubs installed
 import typer
-import zmq
 
-from bxcore import runlock, wire
+from bxcore import report as brokerd_report
+from bxcore import runlock
 from bxcore.config import Config, ConfigError, load_config
 from bxcore.home import SERVICES, Home, HomeError
 from bxcore.messages import (
@@ -34,14 +34,16 @@ from bxcore.messages import (
     SupervisorStatus,
     SupervisorStop,
 )
-from bxcore.router import tune
 from bxcore.visible import visible
 from bxctl import pidfile
 from bxctl.box_view import (
     UNSANDBOXED,
+    LedgerView,
     StartView,
+    ledger_view,
     measure,
     service_json,
+    show_ledger,
     show_started,
     show_warnings,
     status_table,
@@ -56,43 +58,16 @@ from bxctl.safety import box_warnings, sandbox_report
 from bxctl.specs import ServiceSpec, parse_specs
 from bxctl.supervisor import Supervisor, SupervisorError
 from bxctl.supervisor import main as supervisor_main
+from bxctl.supervisor_link import NoAnswer, ask, request_id
 from services.brokerd.grants import read_folder
 
 UP_TIMEOUT_S = 180.0  # a service may take 10 s to answer, and back off five times
 RUNNING = ServiceState.RUNNING
 
 
-class NoAnswer(Exception):
-    pass
-
-
 def _home(ctx: typer.Context) -> Home:
     home: Home = ctx.obj.home
     return home
-
-
-def _request_id() -> str:
-    return f"bxctl-{secrets.token_hex(6)}"
-
-
-def ask(endpoint: str, message: Any, timeout: float) -> Any:
-    """One request to the supervisor; its answer, or NoAnswer."""
-    socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
-    tune(socket)
-    try:
-        socket.connect(endpoint)
-        socket.send(wire.encode(message))
-        deadline = time.monotonic() + timeout
-        while (left := deadline - time.monotonic()) > 0 and socket.poll(int(left * 1000) + 1):
-            try:
-                reply = wire.decode(socket.recv())
-            except wire.DecodeError as error:
-                fail(f"the supervisor answered with a bad message: {error}")
-            if getattr(reply, "id", None) == message.id:
-                return reply
-    finally:
-        socket.close(linger=0)
-    raise NoAnswer(f"the supervisor did not answer at {endpoint} in {timeout:g} s")
 
 
 def _running(home: Home) -> pidfile.BoxRecord | None:
@@ -101,7 +76,7 @@ def _running(home: Home) -> pidfile.BoxRecord | None:
 
 def _report(record: pidfile.BoxRecord, timeout: float = 5.0) -> SupervisorReport:
     try:
-        report = ask(record.endpoint, SupervisorStatus(_request_id()), timeout)
+        report = ask(record.endpoint, SupervisorStatus(request_id()), timeout)
     except NoAnswer as error:
         fail(f"{error} (its pid is {record.supervisor.pid})")
     if not isinstance(report, SupervisorReport):
@@ -223,7 +198,7 @@ def _up_detached(home: Home, config: Config, service_args: Sequence[str]) -> Non
                 last = tail(log_path, 1)
                 fail(f"the supervisor stopped: {last[0] if last else 'see ' + str(log_path)}")
             with contextlib.suppress(NoAnswer):
-                answer = ask(endpoint, SupervisorStatus(_request_id()), 0.5)
+                answer = ask(endpoint, SupervisorStatus(request_id()), 0.5)
                 if isinstance(answer, SupervisorReport):
                     report = answer
                     if view.update(report):
@@ -294,7 +269,7 @@ def down(ctx: typer.Context) -> None:
         say(f"not running (stopped {left} leftover processes)" if left else "not running")
         return
     try:
-        answer = ask(record.endpoint, SupervisorStop(_request_id()), 5.0)
+        answer = ask(record.endpoint, SupervisorStop(request_id()), 5.0)
         if isinstance(answer, Error):
             warn(f"the supervisor answered: {answer.message}")
     except NoAnswer:
@@ -333,7 +308,7 @@ def restart(
     if record is None:
         fail("the box is not running; start it with `bxctl up`")
     try:
-        answer = ask(record.endpoint, SupervisorRestart(_request_id(), service), UP_TIMEOUT_S)
+        answer = ask(record.endpoint, SupervisorRestart(request_id(), service), UP_TIMEOUT_S)
     except NoAnswer as error:
         fail(str(error))
     if isinstance(answer, Error):
@@ -353,8 +328,9 @@ def status(
     ctx: typer.Context,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")] = False,
 ) -> None:
-    """Each service: state, pid, uptime, restarts, memory and CPU, and what about the home is
-    less safe than it should be. Exit 3 unless all run."""
+    """Each service: state, pid, uptime, restarts, memory and CPU; the ledger's state; and
+    what about the home is less safe than it should be. Exit 3 unless all run and the
+    ledger is ok."""
     home = _home(ctx)
     warnings = box_warnings(home)
     record = _running(home)
@@ -369,6 +345,7 @@ def status(
     usage = measure([info.pid for info in report.services if info.pid is not None])
     services = [service_json(info, usage.get(info.pid or 0)) for info in report.services]
     unsandboxed = report.sandbox == "none"
+    ledger = _ledger(home, report)
     if as_json:
         print_json(
             {
@@ -379,6 +356,7 @@ def status(
                 "tools": sandbox_report(home),
                 "console": report.console,
                 "services": services,
+                "ledger": None if ledger is None else ledger.json(),
                 "warnings": warnings,
             }
         )
@@ -387,11 +365,30 @@ def status(
         if unsandboxed:
             say(UNSANDBOXED, style="red")
         status_table(services)
+        show_ledger(ledger)
         if report.console:
             say(f"console: {report.console}")
         show_warnings(warnings)
     if any(info.state is not RUNNING for info in report.services):
         raise typer.Exit(3)
+    if ledger is not None and ledger.bad:
+        raise typer.Exit(3)
+
+
+#: A report older than brokerd's start by more than this is a former brokerd's. A restart
+#: comes at least 0.5 s (the first backoff) after the exit, so the two cannot be confused.
+STALE_S = 0.25
+
+
+def _ledger(home: Home, report: SupervisorReport) -> LedgerView | None:
+    """The ledger's state as brokerd last reported it, if this brokerd did (`bxcore.report`)."""
+    brokerd = next((info for info in report.services if info.name == "brokerd"), None)
+    fresh = False
+    if brokerd is not None and brokerd.pid is not None:
+        with contextlib.suppress(OSError, psutil.Error):
+            written = (home.run / brokerd_report.NAME).stat().st_mtime
+            fresh = written >= psutil.Process(brokerd.pid).create_time() - STALE_S
+    return ledger_view(brokerd_report.read(home).get("ledger"), brokerd, fresh=fresh)
 
 
 def _tools(home: Home) -> str:

@@ -1,7 +1,8 @@
 """A supervised service's life (SPEC §13) as a table of (state, event) -> outcome, and the
-restart rules: backoff doubling from 0.5 s to 30 s, reset after 30 s of stable running, and
-`failed` past 5 restarts in 60 s. Pure: no I/O, no clock (`now`, in seconds from any
-monotonic origin, is passed in), no processes. Only this table moves a service's state.
+restart rules: backoff doubling from 0.5 s to 30 s, reset after 30 s of stable running,
+`failed` past 5 restarts in 60 s, and `failed` at once for a start no restart can mend.
+Pure: no I/O, no clock (`now`, in seconds from any monotonic origin, is passed in), no
+processes. Only this table moves a service's state.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ class Event(enum.StrEnum):
     READY = "ready"  # its process answered `ping`
     NOT_READY = "not_ready"  # no `pong` before the readiness deadline (10 s)
     EXITED = "exited"  # its process ended, however it ended
+    # ... saying that only the owner can mend it (exit 78: a socket path taken, a key missing)
+    CANNOT_START = "cannot_start"
     BACKOFF_OVER = "backoff_over"  # the wait before the next start is over
     STOP = "stop"  # the owner's stop (of this service or of the whole box)
     RESTART = "restart"  # the owner's restart
@@ -78,6 +81,7 @@ TABLE: Mapping[tuple[ServiceState, Event], Outcome] = MappingProxyType(
         (STOPPED, Event.READY): _I,
         (STOPPED, Event.NOT_READY): _I,
         (STOPPED, Event.EXITED): _I,
+        (STOPPED, Event.CANNOT_START): _I,
         (STOPPED, Event.BACKOFF_OVER): _I,
         (STOPPED, Event.STOP): _I,
         (STOPPED, Event.RESTART): _SPAWN,
@@ -86,6 +90,7 @@ TABLE: Mapping[tuple[ServiceState, Event], Outcome] = MappingProxyType(
         (STARTING, Event.READY): Go(RUNNING),
         (STARTING, Event.NOT_READY): Go(STOPPING, Action.TERMINATE, Then.RETRY),
         (STARTING, Event.EXITED): Rule.RETRY,
+        (STARTING, Event.CANNOT_START): Go(FAILED),  # no restart can mend it: say so now
         (STARTING, Event.BACKOFF_OVER): _I,
         (STARTING, Event.STOP): Go(STOPPING, Action.TERMINATE, Then.STOP),
         (STARTING, Event.RESTART): Go(STOPPING, Action.TERMINATE, Then.RESTART),
@@ -94,6 +99,7 @@ TABLE: Mapping[tuple[ServiceState, Event], Outcome] = MappingProxyType(
         (RUNNING, Event.READY): _I,
         (RUNNING, Event.NOT_READY): _I,
         (RUNNING, Event.EXITED): Rule.RETRY,
+        (RUNNING, Event.CANNOT_START): Rule.RETRY,  # it did start once: a plain crash
         (RUNNING, Event.BACKOFF_OVER): _I,
         (RUNNING, Event.STOP): Go(STOPPING, Action.TERMINATE, Then.STOP),
         (RUNNING, Event.RESTART): Go(STOPPING, Action.TERMINATE, Then.RESTART),
@@ -102,6 +108,7 @@ TABLE: Mapping[tuple[ServiceState, Event], Outcome] = MappingProxyType(
         (BACKOFF, Event.READY): _I,
         (BACKOFF, Event.NOT_READY): _I,
         (BACKOFF, Event.EXITED): _I,
+        (BACKOFF, Event.CANNOT_START): _I,
         (BACKOFF, Event.BACKOFF_OVER): Rule.WAKE,
         (BACKOFF, Event.STOP): Go(STOPPED),
         (BACKOFF, Event.RESTART): _SPAWN,
@@ -110,6 +117,7 @@ TABLE: Mapping[tuple[ServiceState, Event], Outcome] = MappingProxyType(
         (STOPPING, Event.READY): _I,
         (STOPPING, Event.NOT_READY): _I,
         (STOPPING, Event.EXITED): Rule.SETTLE,
+        (STOPPING, Event.CANNOT_START): Rule.SETTLE,
         (STOPPING, Event.BACKOFF_OVER): _I,
         (STOPPING, Event.STOP): Go(STOPPING, then=Then.STOP),
         (STOPPING, Event.RESTART): Go(STOPPING, then=Then.RESTART),
@@ -118,6 +126,7 @@ TABLE: Mapping[tuple[ServiceState, Event], Outcome] = MappingProxyType(
         (FAILED, Event.READY): _I,
         (FAILED, Event.NOT_READY): _I,
         (FAILED, Event.EXITED): _I,
+        (FAILED, Event.CANNOT_START): _I,
         (FAILED, Event.BACKOFF_OVER): _I,
         (FAILED, Event.STOP): Go(STOPPED),
         (FAILED, Event.RESTART): _SPAWN,

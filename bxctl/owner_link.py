@@ -4,7 +4,8 @@ the Lazy Pirate way.
 
 Synchronous on purpose: `bxctl chat` does one thing at a time (a long poll, then a question
 to the owner), so plain blocking calls are the whole of its concurrency. Error answers are
-returned, not raised: the caller decides what `already_settled` means to the owner.
+returned, not raised: the caller decides what `already_settled` means to the owner. When the
+service does not answer, the supervisor is asked why, and the one line names it (issue 10).
 """
 
 from __future__ import annotations
@@ -12,15 +13,17 @@ from __future__ import annotations
 import secrets
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import zmq
 
 from bxcore import curve, wire
 from bxcore.config import ConfigError, load_config
 from bxcore.home import Home
+from bxcore.messages import ServiceInfo
 from bxcore.router import tune
 from bxctl.output import fail
+from bxctl.supervisor_link import down, explain, whereabouts
 
 #: The CURVE sockets the owner speaks on, and whose key each server holds.
 SERVERS = {"gateway": "gatewayd", "admin": "brokerd"}
@@ -33,10 +36,12 @@ SERVICES = {
     "supervisor": "the supervisor",
 }
 NOT_RUNNING = "is boxmaker running? try `bxctl up`"
+FIRST_LOOK_S = 1.0  # no answer this soon: ask the supervisor whether waiting is any use
 
 
 class OwnerLink:
     def __init__(self, home: Home, socket: str) -> None:
+        self.home = home
         self.service = SERVICES[socket]
         self._keys: tuple[curve.KeyPair, bytes] | None = None
         try:
@@ -69,15 +74,23 @@ class OwnerLink:
         saying the box does not seem to run, and exit 1."""
         self._check_endpoint()
         payload = wire.encode(message)
+        looked = False
         for _ in range(tries):
             if self._socket is None:
                 self._socket = self._open()
             self._socket.send(payload)
-            answer = self._wait_for(self._socket, message.id, timeout_s)
+            first = timeout_s if looked else min(FIRST_LOOK_S, timeout_s)
+            answer = self._wait_for(self._socket, message.id, first)
+            if answer is None and not looked:
+                looked = True
+                info = whereabouts(self.home, self.service) if self._supervised else None
+                if down(info):
+                    self._fail(f"did not answer at {self.endpoint}", info)
+                answer = self._wait_for(self._socket, message.id, timeout_s - first)
             if answer is not None:
                 return answer
             self.close()  # a lost request or answer: a fresh socket, the same request
-        fail(f"{self.service} did not answer at {self.endpoint}; {NOT_RUNNING}")
+        self._fail(f"did not answer at {self.endpoint}")
 
     def _open(self) -> zmq.Socket[bytes]:
         socket: zmq.Socket[bytes] = self._ctx.socket(zmq.DEALER)
@@ -101,7 +114,18 @@ class OwnerLink:
     def _check_endpoint(self) -> None:
         """A missing ipc socket file means nothing serves there: say so at once."""
         if self.endpoint.startswith("ipc://") and not Path(self.endpoint[6:]).exists():
-            fail(f"{self.service} is not running (no socket at {self.endpoint}); {NOT_RUNNING}")
+            self._fail(f"is not running (no socket at {self.endpoint})")
+
+    @property
+    def _supervised(self) -> bool:
+        return self.service != SERVICES["supervisor"]
+
+    def _fail(self, trouble: str, info: ServiceInfo | None = None) -> NoReturn:
+        """One line: what went wrong with the service, and what the supervisor says of it."""
+        self.close()
+        if info is None and self._supervised:
+            info = whereabouts(self.home, self.service)
+        fail(explain(self.service, trouble, info))
 
 
 def request_id(prefix: str) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 
 import psutil  # type: ignore[import-untyped, unused-ignore]  # no stubs installed
 
-from bxcore import runlock
+from bxcore import process_tree, runlock
 from bxcore.atomic import write_atomically
 from bxcore.home import Home
 
@@ -157,6 +157,9 @@ def sweep(root: Path, record: BoxRecord | None, grace: float, *, strays: bool) -
 def _stop(leaders: list[psutil.Process], strays: list[psutil.Process], grace: float) -> int:
     if not leaders and not strays:
         return 0
+    # What they started outside their groups (a sandbox in a session of its own) is found
+    # now, while they still parent it, and killed once they are gone (issue 10).
+    trees = [p for root in (*leaders, *strays) for p in process_tree.descendants(root.pid)]
     stop_groups(leaders, grace)
     for process in strays:  # each started in its own group by a supervisor
         with contextlib.suppress(psutil.Error):
@@ -166,6 +169,9 @@ def _stop(leaders: list[psutil.Process], strays: list[psutil.Process], grace: fl
         with contextlib.suppress(psutil.Error):
             process.kill()
     psutil.wait_procs(alive, timeout=1.0)
+    for process in process_tree.alive(trees):
+        process_tree.signal_(process, signal.SIGKILL)
+    process_tree.wait_gone(trees, 1.0)
     return len(leaders) + len(strays)
 
 

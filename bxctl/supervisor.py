@@ -2,7 +2,10 @@
 restarts them as `bxctl.lifecycle`'s table says, and answers `supervisor_status`, `_restart`
 and `_stop` on the `supervisor` socket. `python -m bxctl.supervisor --home DIR` (what `bxctl
 up` starts, detached), or `Supervisor.run` inside `bxctl up --foreground`. No child outlives
-it: every stop is SIGTERM to the group, the grace, then SIGKILL, in a shielded scope.
+it: every stop is SIGTERM to the group, the grace, then SIGKILL, in a shielded scope; and as
+a child subreaper it adopts whatever a service's processes leave behind outside its group (a
+sandbox in a session of its own), and stops and reaps it before it calls the service exited.
+Each state change is also written to `{run}/services.json` (`bxcore.service_states`).
 """
 
 from __future__ import annotations
@@ -20,14 +23,15 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import psutil  # type: ignore[import-untyped, unused-ignore]  # no stubs installed
 import zmq
 import zmq.asyncio
 
-from bxcore import curve, runlock
+from bxcore import curve, process_tree, runlock, service_states
 from bxcore.client import Client, ProtocolError, Unreachable
 from bxcore.clock import now_ms, rfc3339
 from bxcore.config import Config, ConfigError, load_config
-from bxcore.errors import one_line
+from bxcore.errors import SETUP_ERROR_EXIT, SetupError, one_line
 from bxcore.home import SOCKETS, Home, HomeError
 from bxcore.messages import (
     Error,
@@ -50,6 +54,7 @@ from bxctl.specs import ServiceSpec, parse_specs
 log = logging.getLogger("supervisor")
 
 READY_S = 10.0  # a service must answer `ping` this soon after it starts (§13)
+LEFTOVER_GRACE_S = 1.0  # what a service left running gets this long after SIGTERM, then KILL
 SETTLED = frozenset({ServiceState.RUNNING, ServiceState.FAILED, ServiceState.STOPPED})
 
 
@@ -58,12 +63,25 @@ class SupervisorError(Exception):
 
 
 def describe_exit(code: int) -> str:
+    if code == SETUP_ERROR_EXIT:
+        return f"cannot start: exit {code}"
     return f"signal {-code}" if code < 0 else f"exit {code}"
 
 
 def _signal_group(pgid: int, number: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, number)
+
+
+async def _terminate_all(processes: list[psutil.Process], grace: float) -> None:
+    """SIGTERM each process, wait up to `grace` for them all to end, then SIGKILL the rest."""
+    for process in processes:
+        process_tree.signal_(process, signal.SIGTERM)
+    with anyio.move_on_after(grace):
+        while process_tree.alive(processes):
+            await anyio.sleep(0.02)
+    for process in process_tree.alive(processes):
+        process_tree.signal_(process, signal.SIGKILL)
 
 
 class Service:
@@ -125,6 +143,8 @@ class Supervisor:
         self._owner = anyio.Lock()  # one owner's request at a time
         self._tasks: anyio.abc.TaskGroup | None = None
         self._zmq: zmq.asyncio.Context | None = None
+        self._adopts = False  # a child subreaper: what a service leaves behind is ours
+        self._children = anyio.Lock()  # a spawn and a sweep of leftovers, never both at once
 
     def __repr__(self) -> str:
         state = "closing" if self._closing else "serving"
@@ -136,11 +156,12 @@ class Supervisor:
         """Start the services in order and serve until SIGTERM, SIGINT, SIGHUP or a stop."""
         self._zmq = zmq.asyncio.Context()
         self._starting = anyio.CancelScope()
+        self._adopts = process_tree.become_subreaper()
         try:
             try:
                 router = Router(self._zmq, self.endpoint, self.handle, service="supervisor")
-            except zmq.ZMQError as error:
-                raise SupervisorError(f"cannot bind {self.endpoint}: {error}") from None
+            except SetupError as error:
+                raise SupervisorError(str(error)) from None
             try:
                 self.home.logs.mkdir(mode=0o700, parents=True, exist_ok=True)
             except OSError as error:
@@ -163,6 +184,9 @@ class Supervisor:
                 if service.process is not None and service.process.returncode is None:
                     _signal_group(service.process.pid, signal.SIGKILL)
                 service.log.close()
+            with anyio.CancelScope(shield=True):
+                await self._stop_leftovers(None)
+            service_states.remove(self.home.run, os.getpid())
             self._zmq.destroy(linger=0)
             log.info("stopped")
 
@@ -223,11 +247,17 @@ class Supervisor:
             log.info(
                 "%s: %s -> %s on %s", service.spec.name, before.state, service.life.state, event
             )
-            if service.life.state is ServiceState.FAILED:
+            if service.life.state is ServiceState.FAILED and event is Event.CANNOT_START:
+                service.log.note(
+                    f"{service.spec.name} failed: it cannot start until its setup is mended "
+                    f"(see the line above); not restarting it"
+                )
+            elif service.life.state is ServiceState.FAILED:
                 service.log.note(
                     f"{service.spec.name} failed: more than {self._policy.max_restarts} "
                     f"restarts in {self._policy.window:g} s; not restarting it"
                 )
+            self._publish_states()
         if action is Action.SPAWN:
             service.generation += 1
             service.terminate_asked = False
@@ -247,24 +277,33 @@ class Supervisor:
         assert self._tasks is not None, "apply() before run()"
         self._tasks.start_soon(function, *args)
 
+    def _publish_states(self) -> None:
+        """Write every service's state to `{run}/services.json`, for brokerd (best effort)."""
+        entries = {
+            name: service_states.Entry(service.life.state.value, service.last_exit)
+            for name, service in self.services.items()
+        }
+        service_states.write(self.home.run, service_states.Snapshot(os.getpid(), entries))
+
     async def _run_process(self, service: Service, generation: int) -> None:
         spec = service.spec
-        try:
-            process = await anyio.open_process(
-                spec.argv(self.home),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                cwd=self.home.root,
-                env=self._env,
-                start_new_session=True,  # its own process group: stopped as a whole
-            )
-        except OSError as error:
-            service.last_exit = f"cannot start: {one_line(error)}"
-            service.log.note(service.last_exit)
-            self.apply(service, Event.EXITED)
-            return
-        service.process = process
+        async with self._children:  # a sweep must not take it for a leftover before it is known
+            try:
+                process = await anyio.open_process(
+                    spec.argv(self.home),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    cwd=self.home.root,
+                    env=self._env,
+                    start_new_session=True,  # its own process group: stopped as a whole
+                )
+            except OSError as error:
+                service.last_exit = f"cannot start: {one_line(error)}"
+                service.log.note(service.last_exit)
+                self.apply(service, Event.EXITED)
+                return
+            service.process = process
         self.on_child(spec.name, process.pid)
         service.log.note(f"started {spec.name} (pid {process.pid})")
         if service.terminate_asked:
@@ -284,11 +323,12 @@ class Supervisor:
                 _signal_group(process.pid, signal.SIGKILL)
             with anyio.CancelScope(shield=True):
                 await process.aclose()
-        service.process = None
+                service.process = None
+                await self._stop_leftovers(service)
         service.last_exit = describe_exit(code)
         self.on_child(spec.name, None)
         service.log.note(f"{spec.name} exited ({service.last_exit})")
-        self.apply(service, Event.EXITED)
+        self.apply(service, Event.CANNOT_START if code == SETUP_ERROR_EXIT else Event.EXITED)
 
     async def _pump(
         self, service: Service, process: anyio.abc.Process, drained: anyio.Event
@@ -357,6 +397,33 @@ class Supervisor:
                     f"{service.spec.name} still runs after {self._grace:g} s: SIGKILL to its group"
                 )
                 _signal_group(process.pid, signal.SIGKILL)
+
+    async def _stop_leftovers(self, service: Service | None) -> None:
+        """Stop what exited services left running, and reap it: every child of ours that is
+        no service's process (the subreaper adopted it), with all it started; then look
+        again, for what their deaths handed to us in turn. `service`: the one that just
+        exited, named in its log."""
+        if not self._adopts:
+            return
+        async with self._children:
+            for _ in range(process_tree.LOOKS):
+                leftovers = self._leftovers()
+                if not leftovers:
+                    return
+                living = process_tree.alive(leftovers)  # the others only wait to be reaped
+                if living and service is not None:
+                    pids = ", ".join(str(p.pid) for p in living)
+                    service.log.note(f"stopping what {service.spec.name} left running: {pids}")
+                trees = [d for p in living for d in process_tree.descendants(p.pid)]
+                await _terminate_all([*living, *trees], LEFTOVER_GRACE_S)
+                with anyio.move_on_after(LEFTOVER_GRACE_S):
+                    while not all([process_tree.reap(p.pid) for p in leftovers]):
+                        await anyio.sleep(0.01)
+
+    def _leftovers(self) -> list[psutil.Process]:
+        """Our children that are no service's process: adopted from an exited service."""
+        ours = {s.process.pid for s in self.services.values() if s.process is not None}
+        return [p for p in process_tree.children(os.getpid()) if p.pid not in ours]
 
     async def _wake(self, service: Service, at: float) -> None:
         await anyio.sleep(max(0.0, at - self._clock()))

@@ -18,8 +18,12 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import anyio
+
+if TYPE_CHECKING:
+    import psutil  # type: ignore[import-untyped, unused-ignore]  # no stubs installed
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +31,7 @@ OUTPUT_CAP = 1024 * 1024 + 4096  # the toolkit cuts at 1 MiB and adds a note; th
 ERROR_CAP = 64 * 1024
 _CHILD_PID = re.compile(rb'"child-pid"\s*:\s*([0-9]{1,10})[^0-9]')
 CHUNK = 65536
+TREE_GONE_S = 2.0  # how long a killed tree may take to end (SIGKILL: milliseconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +77,10 @@ async def run(
     the command it starts (`Call.memory_mb`, `Call.max_processes`).
 
     Killing bwrap kills the sandbox: `--die-with-parent` kills its init, and with it every
-    process of its PID namespace, whatever session or group they moved to."""
+    process of its PID namespace, whatever session or group they moved to. Without bwrap
+    (`[sandbox] mode = "none"`) the toolkit's shell runs in a session of its own: so a kill
+    (the timeout, brokerd stopping: a cancel) takes the whole tree, found by parentage, and
+    `run` returns only once all of it has ended (issue 10)."""
     started = time.monotonic()
     process = subprocess.Popen(
         argv,
@@ -97,12 +105,12 @@ async def run(
     finally:
         with anyio.CancelScope(shield=True):
             killed = not exchange.over or exchange.cut
-            if killed:
-                _kill_group(process.pid)
+            tree = _kill_tree(process.pid) if killed else []
             try:
                 await exchange.close()
             finally:  # even if a plain cancel cut the wait short: killed, it ends at once
                 process.wait()
+                await _gone(tree)
     ms = int((time.monotonic() - started) * 1000)
     return Finished(
         None if killed else process.returncode,
@@ -233,7 +241,7 @@ class _Exchange:
     def _not_ready(self) -> None:
         log.error("the sandbox could not be made ready, so it is killed", exc_info=True)
         if not self._released:
-            _kill_group(self._process.pid)
+            _kill_tree(self._process.pid)
 
     def _let_go(self) -> None:
         if self._hold is not None:
@@ -278,3 +286,28 @@ class _Exchange:
 def _kill_group(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
+
+
+def _kill_tree(pid: int) -> list[psutil.Process]:
+    """SIGKILL `pid`'s group and every process descended from it, whatever its session."""
+    from bxcore import process_tree  # psutil: 30 ms of brokerd's start, for a rare path
+
+    try:
+        return process_tree.kill_tree(pid)
+    except Exception:  # never let a look at /proc keep the group kill from happening
+        log.exception("could not look for what the sandbox %d started", pid)
+        _kill_group(pid)
+        return []
+
+
+async def _gone(tree: list[psutil.Process]) -> None:
+    """Wait (a little) until the killed tree has ended: its processes are not ours to reap."""
+    if not tree:
+        return
+    from bxcore import process_tree
+
+    deadline = time.monotonic() + TREE_GONE_S
+    while (tree := process_tree.alive(tree)) and time.monotonic() < deadline:
+        await anyio.sleep(0.005)
+    if tree:
+        log.error("%d process(es) of a killed sandbox still run", len(tree))

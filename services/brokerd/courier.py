@@ -21,6 +21,7 @@ from pathlib import Path
 
 import anyio
 
+from bxcore import service_states
 from bxcore.client import Client, ProtocolError, Unreachable
 from bxcore.config import SandboxConfig
 from bxcore.labels import Label
@@ -61,6 +62,14 @@ class Result:
         return cls(False, "", None, exit, ms, message, started)
 
 
+class MemorydDown(Exception):
+    """The supervisor says memoryd stays down until the owner acts."""
+
+    def __init__(self, entry: service_states.Entry) -> None:
+        why = f" ({entry.last_exit})" if entry.last_exit else ""
+        super().__init__(f"memoryd is {entry.state}{why}; see `bxctl logs memoryd`")
+
+
 class Courier:
     def __init__(
         self,
@@ -74,6 +83,7 @@ class Courier:
         self.host = host
         self._memory = memory
         self._run_dir = run_dir
+        self._states = service_states.StatesFile(service_states.path_in(run_dir))
         self.cgroups = cgroups  # each sandbox's memory as a whole, where one can be had
 
     def __repr__(self) -> str:
@@ -95,9 +105,11 @@ class Courier:
         )
         client = self._memory()
         try:
-            answer = await client.request(request)
+            answer = await self._ask_memoryd(client, request)
         except (Unreachable, ProtocolError) as error:
             return Result.failed(f"memory unavailable: {error}")
+        except MemorydDown as down:
+            return Result.failed(f"memory unavailable: {down}")
         finally:
             client.close()
         if isinstance(answer, ToolResponse) and isinstance(answer.outcome, Done):
@@ -106,6 +118,21 @@ class Courier:
         if isinstance(answer, ToolResponse) and isinstance(answer.outcome, Failed):
             return Result.failed(answer.outcome.message)
         return Result.failed(f"memoryd answered {type(answer).__name__}")
+
+    async def _ask_memoryd(self, client: Client, request: ToolRequest) -> object:
+        """The client's tries one by one, and before each the supervisor's word: while it says
+        memoryd is failed or stopped, nothing will answer, so say so at once (issue 10). The
+        file is read again only when it changed: a `stat` a try otherwise."""
+        for _ in range(client.tries):
+            down = self._states.down("memoryd")
+            if down is not None:
+                raise MemorydDown(down)
+            with contextlib.suppress(Unreachable):
+                return await client.request(request, tries=1)
+        raise Unreachable(
+            f"memoryd did not answer at {client.endpoint} ({client.tries} tries, "
+            f"{client.timeout:g} s each); is it running? try `bxctl status`"
+        )
 
     def _timeout(self, mount: Mount) -> float:
         if mount is Mount.WORKDIR:

@@ -145,10 +145,7 @@ async def serve(ctx: Context) -> None:
     try:
         memory = Memory(store, ask_broker(ctx.zmq, ctx.endpoint("broker")))
         endpoint = ctx.endpoint("memory")
-        try:
-            router = Router(ctx.zmq, endpoint, memory.handle, service="memoryd")
-        except zmq.ZMQError as error:
-            raise StartError(f"cannot bind the memory socket at {endpoint}: {error}") from None
+        router = Router(ctx.zmq, endpoint, memory.handle, service="memoryd")  # or SetupError
         log.info("serving %s with %s", endpoint, store.path)
         await router.serve()
     finally:

@@ -11,28 +11,11 @@ import argparse
 import signal
 import subprocess
 import sys
-from typing import Any
-
-import anyio
-import zmq.asyncio
 
 from bxcore.home import Home
-from bxcore.messages import Error, ErrorCode
-from bxcore.router import Router
+from tests.support.ping_only import serve
 
 HELPER = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
-
-
-async def serve(home: Home) -> None:
-    ctx = zmq.asyncio.Context()
-
-    async def handle(message: Any) -> Any:
-        return Error(message.id, ErrorCode.WRONG_SOCKET, "stubborn only answers ping")
-
-    try:
-        await Router(ctx, home.endpoint("stubborn"), handle, service="stubborn").serve()
-    finally:
-        ctx.destroy(linger=0)
 
 
 def main() -> int:
@@ -42,7 +25,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     subprocess.Popen([sys.executable, "-c", HELPER, "--home", str(home.root)])
     print("stubborn: serving, and ignoring SIGTERM", file=sys.stderr)
-    anyio.run(serve, home)
+    serve(home, "stubborn")
     return 0
 
 

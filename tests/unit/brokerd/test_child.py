@@ -8,6 +8,8 @@ import os
 import subprocess
 import time
 
+import anyio
+import psutil  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
 from services.brokerd import child
@@ -163,3 +165,38 @@ async def test_a_bwrap_that_ends_before_it_says_anything_is_not_waited_for() -> 
         for fd in (info_r, info_w, block_r, block_w):
             os.close(fd)
     assert finished.exit == 1 and seen == []
+
+
+def _ended(pid: int) -> bool:
+    """True when `pid` has ended; else False, and it is killed so that no test leaks it."""
+    try:
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return True
+        process.kill()
+        return False
+    except psutil.NoSuchProcess:
+        return True
+
+
+# `setsid` leaves the group and the session, as the toolkit's shell does without bwrap
+# (`[sandbox] mode = "none"`): a group kill alone misses it (issue 10).
+ESCAPES = "setsid sleep 300 & echo $!; sleep 100"
+
+
+async def test_at_the_timeout_what_left_for_a_session_of_its_own_is_killed_too() -> None:
+    finished = await sh(ESCAPES, timeout_s=0.5)
+    assert finished.exit is None
+    escaped = int(finished.stdout)
+    assert _ended(escaped)
+
+
+async def test_a_cancelled_run_kills_the_whole_tree_before_it_returns() -> None:
+    """What brokerd does with a sandbox in flight when it stops (SIGTERM cancels its tasks)."""
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(sh, ESCAPES, b"", 100.0)
+        await anyio.sleep(0.5)
+        pids = [p.pid for p in psutil.Process().children(recursive=True)]
+        assert len(pids) >= 3, pids  # sh, its sleep, and the sleep in a session of its own
+        tasks.cancel_scope.cancel()
+    assert all([_ended(pid) for pid in pids])  # a list: every one is looked at

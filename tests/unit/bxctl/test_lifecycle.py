@@ -72,6 +72,7 @@ EXPECTED: dict[tuple[ServiceState, Event], tuple[ServiceState, Action]] = {
     (S.STOPPED, E.READY): (S.STOPPED, A.NOTHING),
     (S.STOPPED, E.NOT_READY): (S.STOPPED, A.NOTHING),
     (S.STOPPED, E.EXITED): (S.STOPPED, A.NOTHING),
+    (S.STOPPED, E.CANNOT_START): (S.STOPPED, A.NOTHING),
     (S.STOPPED, E.BACKOFF_OVER): (S.STOPPED, A.NOTHING),
     (S.STOPPED, E.STOP): (S.STOPPED, A.NOTHING),
     (S.STOPPED, E.RESTART): (S.STARTING, A.SPAWN),
@@ -79,6 +80,7 @@ EXPECTED: dict[tuple[ServiceState, Event], tuple[ServiceState, Action]] = {
     (S.STARTING, E.READY): (S.RUNNING, A.NOTHING),
     (S.STARTING, E.NOT_READY): (S.STOPPING, A.TERMINATE),
     (S.STARTING, E.EXITED): (S.BACKOFF, A.WAIT),
+    (S.STARTING, E.CANNOT_START): (S.FAILED, A.NOTHING),
     (S.STARTING, E.BACKOFF_OVER): (S.STARTING, A.NOTHING),
     (S.STARTING, E.STOP): (S.STOPPING, A.TERMINATE),
     (S.STARTING, E.RESTART): (S.STOPPING, A.TERMINATE),
@@ -86,6 +88,7 @@ EXPECTED: dict[tuple[ServiceState, Event], tuple[ServiceState, Action]] = {
     (S.RUNNING, E.READY): (S.RUNNING, A.NOTHING),
     (S.RUNNING, E.NOT_READY): (S.RUNNING, A.NOTHING),
     (S.RUNNING, E.EXITED): (S.BACKOFF, A.WAIT),
+    (S.RUNNING, E.CANNOT_START): (S.BACKOFF, A.WAIT),
     (S.RUNNING, E.BACKOFF_OVER): (S.RUNNING, A.NOTHING),
     (S.RUNNING, E.STOP): (S.STOPPING, A.TERMINATE),
     (S.RUNNING, E.RESTART): (S.STOPPING, A.TERMINATE),
@@ -93,6 +96,7 @@ EXPECTED: dict[tuple[ServiceState, Event], tuple[ServiceState, Action]] = {
     (S.BACKOFF, E.READY): (S.BACKOFF, A.NOTHING),
     (S.BACKOFF, E.NOT_READY): (S.BACKOFF, A.NOTHING),
     (S.BACKOFF, E.EXITED): (S.BACKOFF, A.NOTHING),
+    (S.BACKOFF, E.CANNOT_START): (S.BACKOFF, A.NOTHING),
     (S.BACKOFF, E.BACKOFF_OVER): (S.STARTING, A.SPAWN),  # at 10 s: long due
     (S.BACKOFF, E.STOP): (S.STOPPED, A.NOTHING),
     (S.BACKOFF, E.RESTART): (S.STARTING, A.SPAWN),
@@ -100,6 +104,7 @@ EXPECTED: dict[tuple[ServiceState, Event], tuple[ServiceState, Action]] = {
     (S.STOPPING, E.READY): (S.STOPPING, A.NOTHING),
     (S.STOPPING, E.NOT_READY): (S.STOPPING, A.NOTHING),
     (S.STOPPING, E.EXITED): (S.STOPPED, A.NOTHING),  # the owner's stop
+    (S.STOPPING, E.CANNOT_START): (S.STOPPED, A.NOTHING),
     (S.STOPPING, E.BACKOFF_OVER): (S.STOPPING, A.NOTHING),
     (S.STOPPING, E.STOP): (S.STOPPING, A.NOTHING),
     (S.STOPPING, E.RESTART): (S.STOPPING, A.NOTHING),  # then starting, once it has exited
@@ -107,6 +112,7 @@ EXPECTED: dict[tuple[ServiceState, Event], tuple[ServiceState, Action]] = {
     (S.FAILED, E.READY): (S.FAILED, A.NOTHING),
     (S.FAILED, E.NOT_READY): (S.FAILED, A.NOTHING),
     (S.FAILED, E.EXITED): (S.FAILED, A.NOTHING),
+    (S.FAILED, E.CANNOT_START): (S.FAILED, A.NOTHING),
     (S.FAILED, E.BACKOFF_OVER): (S.FAILED, A.NOTHING),
     (S.FAILED, E.STOP): (S.STOPPED, A.NOTHING),
     (S.FAILED, E.RESTART): (S.STARTING, A.SPAWN),
@@ -234,6 +240,20 @@ def test_a_service_that_never_answers_is_stopped_and_counted_as_a_crash() -> Non
     life, action = step(STARTING, E.NOT_READY, 10.0)
     assert (life.state, action, life.then) == (S.STOPPING, A.TERMINATE, Then.RETRY)
     life, action = step(life, E.EXITED, 10.2)
+    assert (life.state, action, life.restarts) == (S.BACKOFF, A.WAIT, 1)
+
+
+def test_a_start_no_restart_can_mend_is_failed_at_once_and_counts_no_restart() -> None:
+    life, action = step(STARTING, E.CANNOT_START, 0.3)
+    assert (life.state, action, life.restarts) == (S.FAILED, A.NOTHING, 0)
+    for event in (E.BACKOFF_OVER, E.EXITED, E.READY, E.NOT_READY, E.START):
+        assert step(life, event, 100.0) == (life, A.NOTHING)
+    life, action = step(life, E.RESTART, 120.0)  # the owner mended it: a start as any other
+    assert (life.state, action) == (S.STARTING, A.SPAWN)
+
+
+def test_a_running_service_that_exits_saying_it_cannot_start_is_restarted_as_a_crash() -> None:
+    life, action = step(RUNNING, E.CANNOT_START, 5.0)
     assert (life.state, action, life.restarts) == (S.BACKOFF, A.WAIT, 1)
 
 

@@ -1,0 +1,50 @@
+"""The owner's one line when a service does not answer (issue 10): what the supervisor says
+of it, or the old question when no supervisor runs. Pure."""
+
+from __future__ import annotations
+
+import pytest
+
+from bxcore.messages import ServiceInfo, ServiceState
+from bxctl.supervisor_link import down, explain
+
+S = ServiceState
+TROUBLE = "did not answer at ipc:///h/run/admin.sock"
+
+
+def info(state: ServiceState, last_exit: str | None = "exit 1") -> ServiceInfo:
+    pid = 4100 if state in (S.RUNNING, S.STARTING, S.STOPPING) else None
+    return ServiceInfo("brokerd", state, 2, "2026-12-01T00:00:00.000Z", pid, last_exit)
+
+
+@pytest.mark.parametrize(
+    ("state", "line"),
+    [
+        (S.FAILED, "brokerd is not running (failed: exit 1); see `bxctl logs brokerd`, then "
+                   "`bxctl restart brokerd`"),
+        (S.STOPPED, "brokerd is not running (stopped); `bxctl restart brokerd` starts it"),
+        (S.BACKOFF, "brokerd is not running (it exited: exit 1; restarting soon); "
+                    "see `bxctl logs brokerd`"),
+        (S.STARTING, "brokerd is starting; try again in a moment (see `bxctl logs brokerd`)"),
+        (S.STOPPING, "brokerd is stopping; try again in a moment (see `bxctl logs brokerd`)"),
+        (S.RUNNING, f"brokerd {TROUBLE}, though the supervisor says it runs (pid 4100); "
+                    "see `bxctl logs brokerd`"),
+    ],
+)  # fmt: skip
+def test_the_line_names_the_service_and_what_the_supervisor_says_of_it(
+    state: ServiceState, line: str
+) -> None:
+    assert explain("brokerd", TROUBLE, info(state)) == line
+    assert down(info(state)) is (state in (S.FAILED, S.STOPPED, S.STOPPING))
+
+
+def test_without_a_supervisor_the_line_asks_whether_boxmaker_runs() -> None:
+    assert explain("brokerd", TROUBLE, None) == (
+        f"brokerd {TROUBLE}; is boxmaker running? try `bxctl up`"
+    )
+    assert not down(None)
+
+
+def test_a_failed_service_with_no_exit_recorded_says_only_failed() -> None:
+    line = explain("gatewayd", TROUBLE, info(S.FAILED, None))
+    assert line.startswith("gatewayd is not running (failed); ")
