@@ -6,13 +6,14 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from bench import broker, loop, startup
+from bench import broker, loop, scale, startup
 
 BENCHMARKS: dict[str, Callable[[], None]] = {
     "decision": broker.decision,
     "toolcall": broker.toolcall,
     "turn": loop.turn,
     "startup": startup.startup,
+    "scale": scale.scale,
 }
 
 

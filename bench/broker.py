@@ -48,7 +48,7 @@ def decision(repeat: int = 2000, seconds: float = 3.0, warmup: int = 100) -> Non
             dealer.close(linger=0)
             for answer in _decoded(answers):
                 assert isinstance(answer.outcome, Denied), answer
-            rate = _concurrent(home, clients=16, seconds=seconds)
+            rate = concurrent(home, clients=16, seconds=seconds)
         zmq_rt, fsync, ours = (summary(samples[k]) for k in ("zmq", "fsync", "ours"))
     finally:
         remove(folder)
@@ -94,7 +94,7 @@ def _decoded(answers: list[bytes]) -> list[ToolResponse]:
     return decoded
 
 
-def _concurrent(home: Any, clients: int, seconds: float) -> float:
+def concurrent(home: Any, clients: int, seconds: float) -> float:
     """Durable decisions per second, `clients` sockets each with one call in flight.
 
     The client does as little as it can (requests made by formatting bytes, answers checked
