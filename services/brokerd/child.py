@@ -68,6 +68,7 @@ async def run(
     cwd: str | None = None,
     pass_fds: Sequence[int] = (),
     hold: Hold | None = None,
+    executable: str | None = None,
 ) -> Finished:
     """Run `argv` in a new session; kill its whole group at `timeout_s`. OSError if it cannot
     start.
@@ -84,6 +85,7 @@ async def run(
     started = time.monotonic()
     process = subprocess.Popen(
         argv,
+        executable=executable,  # when argv[0] is a name of brokerd's (`leftovers.mark`)
         bufsize=0,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

@@ -237,7 +237,8 @@ class Courier:
                 return None
             call = dataclasses.replace(call, seccomp_fd=seccomp_fd, checks=checks)
             argv = sandbox.command(self.host, call)
-            return await self._spawn(argv, stdin, timeout, {}, None, call.fds, hold)
+            bwrap = self.host.bwrap
+            return await self._spawn(argv, stdin, timeout, {}, None, call.fds, hold, bwrap)
 
     def _map_user(self, pid: int) -> None:
         """While bwrap waits: the tool user mapped, when brokerd is root."""
@@ -258,10 +259,18 @@ class Courier:
         cwd: str | None,
         fds: tuple[int, ...] = (),
         hold: Hold | None = None,
+        executable: str | None = None,
     ) -> Finished | None:
         try:
             return await child.run(
-                argv, stdin, timeout_s=timeout + GRACE_S, env=env, cwd=cwd, pass_fds=fds, hold=hold
+                argv,
+                stdin,
+                timeout_s=timeout + GRACE_S,
+                env=env,
+                cwd=cwd,
+                pass_fds=fds,
+                hold=hold,
+                executable=executable,
             )
         except OSError as error:
             log.error("cannot start %s: %s", argv[0], error.strerror or error)

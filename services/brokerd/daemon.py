@@ -36,7 +36,7 @@ from bxcore.events import Publisher
 from bxcore.messages import LedgerHead
 from bxcore.report import Report
 from bxcore.router import Router
-from services.brokerd import cgroup, seccomp
+from services.brokerd import cgroup, leftovers, seccomp
 from services.brokerd.admin import Admin
 from services.brokerd.broker import Broker
 from services.brokerd.calls import Calls
@@ -187,7 +187,9 @@ async def serve(ctx: Context) -> None:
         witness_paths=[home.witness(who) for who in WITNESSES],
         on_state=ledger_state,
     )
-    host = sandbox_host(config.sandbox)
+    host = dataclasses.replace(sandbox_host(config.sandbox), name=leftovers.mark(home.root))
+    if left := leftovers.sweep(leftovers.mark(home.root)):
+        log.warning("ended %d sandbox setups a killed brokerd left waiting: %s", len(left), left)
     if config.sandbox.mode == "none":
         log.warning('UNSANDBOXED: [sandbox] mode is "none"; tools run with no confinement')
     elif host.bwrap is None:

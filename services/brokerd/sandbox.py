@@ -53,6 +53,7 @@ class Host:
     drop_to: tuple[int, int] | None = None  # brokerd is root: the uid and gid tools become
     seccomp: bytes = b""  # the filter program (services.brokerd.seccomp)
     problem: str | None = None  # why no sandbox can start, for "sandbox unavailable: …"
+    name: str | None = None  # the argv[0] bwrap is given (`leftovers.mark`), else its path
 
     @classmethod
     def discover(
@@ -185,7 +186,7 @@ def command(host: Host, call: Call) -> list[str]:
     # Parents before children, so a narrower mount is never hidden under a wider one; at equal
     # depth the order above holds, so a grant of /tmp itself comes after the private /tmp.
     binds.sort(key=lambda item: _depth(item[0]))
-    argv = [host.bwrap, "--unshare-all", "--unshare-user"]
+    argv = [host.name or host.bwrap, "--unshare-all", "--unshare-user"]
     if host.drop_to is not None:
         assert call.info_fd >= 0 and call.block_fd >= 0, "a root brokerd maps the user itself"
         argv += ["--info-fd", str(call.info_fd), "--userns-block-fd", str(call.block_fd)]

@@ -24,6 +24,7 @@ import zmq
 from bxcore import curve, report, wire
 from bxcore.home import Home
 from bxcore.messages import Ping, Pong
+from services.brokerd import leftovers
 
 #: The socket each daemon answers ping on.
 MAIN_SOCKET = {"brokerd": "broker", "memoryd": "memory", "loopd": "loop", "gatewayd": "gateway"}
@@ -96,10 +97,13 @@ class Daemon:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
 
     def kill(self) -> None:
-        """SIGKILL, as a crash: nothing is flushed, nothing is closed."""
+        """SIGKILL, as a crash: nothing is flushed, nothing is closed. A sandbox setup a
+        killed brokerd leaves waiting is ended, as its next start would (`leftovers`)."""
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(timeout=10)
+        if self.name == "brokerd":
+            leftovers.sweep(leftovers.mark(self.home))
 
     def stop(self, grace_s: float = 5.0) -> int:
         """SIGTERM, then SIGKILL to the group after `grace_s`; the exit status."""
