@@ -3,7 +3,8 @@ busy session, so each session runs one turn at a time and sessions run side by s
 
 An owner message is written to the session's history before it is accepted; one for a session
 id of the sub-agents' form (`sub-…`) is refused, writing nothing. At start, loopd reads every
-history and resumes the turns a crash cut off (§10.6). It never writes
+history once, keeping a summary of each, and resumes the turns a crash cut off (§10.6); a
+history stays loaded only while used or recently used (`sessions.py`). It never writes
 `{home}/state/`; it cannot approve, and its only peer with power is brokerd's broker socket.
 """
 
@@ -20,7 +21,7 @@ from anyio.abc import TaskGroup
 from bxcore.client import Client
 from bxcore.daemon import Context
 from bxcore.events import Publisher
-from bxcore.ids import SUB_AGENT_PREFIX, kept_for_sub_agents, valid_session
+from bxcore.ids import SUB_AGENT_PREFIX, kept_for_sub_agents
 from bxcore.messages import (
     Accepted,
     Error,
@@ -32,12 +33,12 @@ from bxcore.messages import (
     SessionInfo,
     SessionList,
     SessionsQuery,
-    TurnEvent,
 )
 from bxcore.router import Router
 from bxcore.wire import MAX_MESSAGE
-from services.loopd.history import SessionLog, encode
+from services.loopd.history import SessionLog
 from services.loopd.model import Model, make_model
+from services.loopd.sessions import Sessions
 from services.loopd.turn import Turns
 
 log = logging.getLogger("loopd")
@@ -55,7 +56,7 @@ class Loop:
         self._ctx = ctx
         self._publisher = publisher
         self._tasks = tasks
-        self._logs: dict[str, SessionLog] = {}
+        self.sessions = Sessions(ctx.home)
         self._busy: set[str] = set()
         self._accepted: OrderedDict[str, Accepted] = OrderedDict()  # request id -> answer
         broker = ctx.endpoint("broker")
@@ -63,40 +64,19 @@ class Loop:
             ctx.config,
             model,
             lambda: Client(ctx.zmq, broker, name="brokerd", timeout=10.0),
-            self.log,
+            self.sessions.held,
             publisher.publish,
-            self.has_history,
+            self.sessions.exists,
         )
 
     def __repr__(self) -> str:
-        return f"Loop({len(self._logs)} sessions, {len(self._busy)} busy)"
-
-    def log(self, session: str) -> SessionLog:
-        found = self._logs.get(session)
-        if found is None:
-            found = SessionLog.load(session, self._ctx.home.session_history(session))
-            self._logs[session] = found
-        return found
-
-    def has_history(self, session: str) -> bool:
-        """True when `session` exists: its history is on disk, or loaded and not empty."""
-        loaded = self._logs.get(session)
-        if loaded is not None and loaded.records:
-            return True
-        return self._ctx.home.session_history(session).exists()
+        return f"Loop({self.sessions!r}, {len(self._busy)} busy)"
 
     def resume(self) -> None:
-        """Load every history and resume cut-off turns (a sub-agent's by its parent's)."""
-        folder = self._ctx.home.sessions
-        names = sorted(p.stem for p in folder.glob("*.jsonl")) if folder.exists() else []
-        for name in names:
-            if valid_session(name):
-                self.log(name)
-        children = {child for s in self._logs.values() for child in s.spawns.values()}
-        for name, session in self._logs.items():
-            if session.unfinished() and name not in children:
-                log.info("resuming %s turn %s", name, session.unfinished()[0])
-                self._work(name)
+        """Read every history and resume cut-off turns (a sub-agent's by its parent's)."""
+        for name, turn in self.sessions.scan():
+            log.info("resuming %s turn %s", name, turn)
+            self._work(name)
 
     async def handle(self, message: Any) -> Any:
         if isinstance(message, OwnerMessage):
@@ -105,7 +85,7 @@ class Loop:
                 return repeat  # a retried request (§3.1): the same answer, no second turn
             if kept_for_sub_agents(message.session):  # a spawn must never find it taken
                 return Error(message.id, ErrorCode.BAD_MESSAGE, SUB_SESSION_REFUSED)
-            session = self.log(message.session)
+            session = self.sessions.get(message.session)
             turn = session.turns + 1
             said = session.event(turn, OwnerSaid(message.text))
             self._publisher.publish(said)
@@ -116,7 +96,7 @@ class Loop:
                 self._accepted.popitem(last=False)
             return accepted
         if isinstance(message, SessionsQuery):
-            return SessionList(message.id, tuple(self._info(s) for s in sorted(self._logs)))
+            return SessionList(message.id, tuple(self._info(s) for s in self.sessions.names()))
         if isinstance(message, HistoryQuery):
             return self._history(message)
         request_id = getattr(message, "id", None)
@@ -125,40 +105,33 @@ class Loop:
         return Error(request_id, ErrorCode.BAD_MESSAGE, f"loopd does not take {message.TYPE}")
 
     def _info(self, name: str) -> SessionInfo:
-        session = self._logs[name]
-        return SessionInfo(name, session.turns, name in self._busy, session.updated)
+        summary = self.sessions.summary(name)
+        return SessionInfo(name, summary.turns, name in self._busy, summary.updated)
 
     def _history(self, message: HistoryQuery) -> History:
-        events: list[TurnEvent] = []
-        size = 0
-        more = False
-        known = message.session in self._logs
-        if not known and not self._ctx.home.session_history(message.session).exists():
-            return History(message.id, message.session, (), False)  # asking creates no session
-        for event in self.log(message.session).events(message.after or 0):
-            size += len(encode(event)) * 2
-            if size > HISTORY_BUDGET and events:  # a page holds at least one: paging goes on
-                more = True
-                break
-            events.append(event)
+        """A page read from the file (asking creates no session)."""
+        events, more = self.sessions.page(message.session, message.after or 0, HISTORY_BUDGET)
         return History(message.id, message.session, tuple(events), more)
 
     def _work(self, name: str) -> None:
-        """Run the session's waiting turns, one at a time, unless a worker already does."""
+        """Run the session's waiting turns, one at a time, unless a worker already does. The
+        worker holds the session's history loaded from now until it is done."""
         if name in self._busy:
             return
         self._busy.add(name)
-        self._tasks.start_soon(self._worker, name)
+        self._tasks.start_soon(self._worker, self.sessions.hold(name))
 
-    async def _worker(self, name: str) -> None:
-        session = self.log(name)
+    async def _worker(self, session: SessionLog) -> None:
         try:
             while session.unfinished():
                 await self.turns.run(session, session.unfinished()[0])
         except Exception:
-            log.exception("the worker of %s failed; its turn resumes at the next start", name)
+            log.exception(
+                "the worker of %s failed; its turn resumes at the next start", session.session
+            )
         finally:
-            self._busy.discard(name)
+            self._busy.discard(session.session)
+            self.sessions.release(session.session)
 
 
 async def serve(ctx: Context) -> None:

@@ -3,13 +3,16 @@ appended and fsynced before anything that depends on it.
 
 Two sorts of line: `turn_event` (what the owner sees, §10.4) and loopd's own transcript
 records (`model_reply`, `tool_result`, `spawned`), which hold what the model said and read,
-so that a restart can rebuild the conversation and resume a turn that was cut off. loopd is
-the only writer of `{home}/sessions/`.
+so that a restart can rebuild the conversation and resume a turn that was cut off. Without
+loading a file whole, it also reads its outline (for loopd's start) and its events (for a
+history page). loopd is the only writer of `{home}/sessions/`.
 """
 
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -85,6 +88,92 @@ def decode(line: bytes) -> Record:
     return record
 
 
+_EVENT_LINE = b'{"type":"turn_event",'  # encoding is canonical: the type comes first
+_OTHER_LINES = tuple(f'{{"type":"{cls.TYPE}",'.encode() for cls in _TYPES.values())
+# Patterns over "\n" + the file: a literal "\n" to start is what makes them fast in `re`
+# (`^` with MULTILINE is tried at every byte, 15 times slower).
+_KNOWN = b"|".join(re.escape(prefix) for prefix in _OTHER_LINES)
+_STRANGE_LINE = re.compile(rb"\n(?!" + _KNOWN + rb"|\n|\Z)")  # not empty, not loopd's
+_SPAWNED_LINE = re.compile(rb'\n(\{"type":"spawned",[^\n]*)')
+_SEQ = re.compile(rb'\{"type":"turn_event","session":"[^"\n]*","turn":[0-9]+,"seq":([0-9]+),')
+_TURN_MARK = re.compile(  # the start of an owner message's or a turn end's line
+    rb'\n\{"type":"turn_event","session":"[^"\n]*","turn":([0-9]+),"seq":[0-9]+,'
+    rb'"event":\{"kind":"(owner_message|turn_end)"'
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Outline:
+    """What loopd's start needs of a history: the newest turn, the oldest turn not ended (0:
+    none), the sub-agents it spawned, and when the file was last written."""
+
+    turns: int
+    unfinished: int
+    children: tuple[str, ...]
+    updated: str
+
+
+def outline(session: str, path: Path) -> Outline:
+    """A history's outline, read from the few lines that say it (owner messages, turn ends,
+    spawns) without decoding the others: 30 times faster than loading it (0.3 against 8 ms
+    for a history of 100 tool calls). A file that ends torn, or holds a line loopd does not
+    write, is loaded whole instead, which cuts it as `SessionLog.load` does; a line broken
+    further along is found when the history is loaded."""
+    try:
+        with open(path, "rb") as file:
+            data = file.read()
+            written = os.fstat(file.fileno()).st_mtime_ns // 1_000_000
+    except FileNotFoundError:
+        return Outline(0, 0, (), "")
+    said: set[int] = set()
+    ended: set[int] = set()
+    children: list[str] = []
+    text = b"\n" + data
+    # each record is written with its newline in one write: no newline last, a torn write
+    whole = data.endswith(b"\n") and _STRANGE_LINE.search(text) is None
+    for mark in _TURN_MARK.finditer(text) if whole else ():
+        (said if mark[2] == b"owner_message" else ended).add(int(mark[1]))
+    for line in _SPAWNED_LINE.finditer(text) if whole else ():
+        try:
+            record = decode(line[1])
+        except ValueError:
+            whole = False
+            break
+        if isinstance(record, Spawned):
+            children.append(record.child)
+    if not whole:
+        return SessionLog.load(session, path).outline()
+    open_turns = min(said - ended, default=0)
+    return Outline(max(said, default=0), open_turns, tuple(children), rfc3339(written))
+
+
+def read_events(path: Path, after: int = 0) -> Generator[tuple[TurnEvent, int], None, None]:
+    """The events of a history file with a seq past `after`, each with the length of its
+    line, read as they are asked for (a page reads no further than it needs). Nothing after
+    a bad line, as `SessionLog.load`; the file is never changed. No file: no events."""
+    try:
+        with open(path, "rb") as file:
+            for line in file:
+                line = line.removesuffix(b"\n")
+                if not line:
+                    continue
+                if not line.startswith(_EVENT_LINE):
+                    if line.startswith(_OTHER_LINES):
+                        continue  # a transcript record: no need to decode it
+                    return  # a bad line
+                seq = _SEQ.match(line)
+                if seq is not None and int(seq[1]) <= after:
+                    continue  # on an earlier page
+                try:
+                    record = decode(line)
+                except ValueError:
+                    return
+                if isinstance(record, TurnEvent) and record.seq > after:
+                    yield record, len(line)
+    except FileNotFoundError:
+        return
+
+
 @dataclass
 class SessionLog:
     """One session's history file and what loopd knows from it."""
@@ -97,7 +186,8 @@ class SessionLog:
     owner_text: dict[int, str] = field(default_factory=dict)
     records: list[Record] = field(default_factory=list)
     spawns: dict[str, str] = field(default_factory=dict)  # call id -> child session
-    updated: str = ""
+    updated: str = ""  # when the file was last written
+    size: int = 0  # the file's length in bytes
 
     def __repr__(self) -> str:
         return f"SessionLog({self.session}: {self.turns} turns, {len(self.unfinished())} open)"
@@ -107,7 +197,9 @@ class SessionLog:
         """Read the file; a torn last line (a crash mid-write) is cut off."""
         log = cls(session, path)
         try:
-            data = path.read_bytes()
+            with open(path, "rb") as file:
+                data = file.read()
+                written = os.fstat(file.fileno()).st_mtime_ns // 1_000_000
         except FileNotFoundError:
             return log
         good = 0
@@ -120,10 +212,12 @@ class SessionLog:
             except ValueError:
                 break  # nothing after a bad line is trusted
             good += len(line) + 1
-        if good < len(data):
+        log.size = min(good, len(data))
+        if log.size < len(data):
             with open(path, "r+b") as file:
-                file.truncate(min(good, len(data)))
+                file.truncate(log.size)
                 os.fsync(file.fileno())
+        log.updated = rfc3339(written)
         return log
 
     def _take(self, record: Record) -> None:
@@ -141,13 +235,15 @@ class SessionLog:
     def append(self, record: Record) -> None:
         """Write one record durably, then remember it."""
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        line = encode(record) + b"\n"
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            os.write(fd, encode(record) + b"\n")
+            os.write(fd, line)
             os.fsync(fd)
         finally:
             os.close(fd)
         self._take(record)
+        self.size += len(line)
         self.updated = rfc3339(now_ms())
 
     def event(self, turn: int, event: Event) -> TurnEvent:
@@ -155,6 +251,12 @@ class SessionLog:
         record = TurnEvent(self.session, turn, self.seq + 1, event)
         self.append(record)
         return record
+
+    def outline(self) -> Outline:
+        """What `outline` reads of the file, from what is loaded."""
+        return Outline(
+            self.turns, min(self.unfinished(), default=0), tuple(self.spawns.values()), self.updated
+        )
 
     def unfinished(self) -> list[int]:
         """Turns started by the owner and not yet ended, oldest first."""

@@ -10,6 +10,7 @@ import json
 import logging
 import secrets
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from bxcore import wire
@@ -74,14 +75,14 @@ class Turns:
         config: Config,
         model: Model,
         broker: Callable[[], Client],
-        logs: Callable[[str], SessionLog],
+        held: Callable[[str], AbstractContextManager[SessionLog]],
         publish: Callable[[TurnEvent], None],
         has_history: Callable[[str], bool],
     ) -> None:
         self.config = config
         self.model = model
         self._broker = broker
-        self._logs = logs
+        self._held = held  # a session's history, kept loaded while the context lasts
         self._publish = publish
         self._has_history = has_history  # a session that exists, on disk or in memory
         longest = max(config.sandbox.shell_timeout_s, config.sandbox.fetch_timeout_s)
@@ -240,10 +241,11 @@ class Turns:
             if len(encode(first)) > wire.MAX_MESSAGE // 2:  # it must fit in an event and a page
                 return "Error: the task is too long for a sub-agent's first message."
             parent.append(Spawned(turn, call.id, child_id))
-        child = self._logs(child_id)
-        if child.turns == 0:
-            self.emit(child, 1, OwnerSaid(task))
-        text = await self.run(child, 1) if 1 not in child.ended else child.last_text(1)
+        with self._held(child_id) as child:
+            if child.turns == 0:
+                self.emit(child, 1, OwnerSaid(task))
+            text = await self.run(child, 1) if 1 not in child.ended else child.last_text(1)
+            failure = child.failure(1)
         client = self._broker()
         try:
             absorbed = await client.request(Absorb(_rid(), parent.session, child_id), tries=6)
@@ -253,7 +255,6 @@ class Turns:
             client.close()
         if not isinstance(absorbed, State):
             return "Error: the sub-agent's label could not be taken on, so its answer is held."
-        failure = child.failure(1)
         if failure is not None:  # a failed spawn is a result the model reads (§10.5)
             return f"Error: the sub-agent stopped with an error: {failure}"
         return cap_result(text or "(the sub-agent gave no answer)")

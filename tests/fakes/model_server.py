@@ -103,10 +103,12 @@ class FakeModel:
     """The server, serving from construction until `close()` (a context manager closes it).
 
     `base_url` (`http://127.0.0.1:PORT/v1`) suits both providers: openai posts to
-    `/v1/chat/completions`, anthropic to `/v1/messages`. `delay_s` delays every answer."""
+    `/v1/chat/completions`, anthropic to `/v1/messages`. `delay_s` delays every answer;
+    `record=False` keeps no request (`received`, `wait_for` then see none)."""
 
-    def __init__(self, *, delay_s: float = 0.0) -> None:
+    def __init__(self, *, delay_s: float = 0.0, record: bool = True) -> None:
         self.delay_s = delay_s
+        self.record = record  # False: keep no request (a benchmark making a million)
         self._lock = threading.Condition()
         self._queue: deque[Action] = deque()
         self._received: list[Request] = []
@@ -252,7 +254,8 @@ class FakeModel:
     def _take(self, request: Request, *, consume: bool = True) -> Action | None:
         """Record `request` and give its action: the next queued, else `respond_with`'s."""
         with self._lock:
-            self._received.append(request)
+            if self.record:
+                self._received.append(request)
             self._lock.notify_all()
             if not consume:
                 return None

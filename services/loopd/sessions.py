@@ -1,0 +1,128 @@
+"""Every session loopd knows (SPEC §10, issue 10): a summary of each (its turns, when it was
+last written) for the session list, and a bounded cache of loaded histories, each loaded when
+a turn or a new owner message needs it and let go once idle. History pages are read from the
+files. What it holds does not grow with the histories, only with the number of sessions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from bxcore.home import Home
+from bxcore.ids import valid_session
+from bxcore.messages import TurnEvent
+from services.loopd.cache import Cache
+from services.loopd.history import SessionLog, outline, read_events
+
+# Measured with tracemalloc on histories of 0 to 100 tool calls: a loaded history takes 1.4 to
+# 2.7 times its file's size in memory, so the idle histories kept (2 MiB of files at most) take
+# ~6 MB at most. Histories a turn is using are held on top of that, whatever their size.
+MAX_LOADED = 64
+MAX_LOADED_BYTES = 2 * 1024 * 1024
+
+
+class Summary(NamedTuple):
+    """What the session list says of a session that is not loaded."""
+
+    turns: int
+    updated: str
+
+
+class Sessions:
+    """The sessions of one home. `get` is for use at once (before the next `await`); a turn
+    holds its session (`hold`/`release`, or `held`) so that no one loads a second copy."""
+
+    def __init__(
+        self, home: Home, *, max_loaded: int = MAX_LOADED, max_bytes: int = MAX_LOADED_BYTES
+    ) -> None:
+        self._home = home
+        self._summaries: dict[str, Summary] = {}  # stale while loaded: the log is the truth
+        self._loaded: Cache[SessionLog] = Cache(max_loaded, max_bytes)
+
+    def __repr__(self) -> str:
+        return f"Sessions({len(self.names())} known, {self._loaded!r})"
+
+    def scan(self) -> list[tuple[str, int]]:
+        """Summarise every history on disk from its outline, keeping none loaded; the sessions
+        with a turn a crash cut off, and that turn, except sub-agents (their parent resumes
+        them)."""
+        folder = self._home.sessions
+        names = sorted(p.stem for p in folder.glob("*.jsonl")) if folder.exists() else []
+        unfinished: list[tuple[str, int]] = []
+        children: set[str] = set()
+        for name in names:
+            if not valid_session(name) or name in self._loaded:
+                continue
+            found = outline(name, self._home.session_history(name))
+            self._summaries[name] = Summary(found.turns, found.updated)
+            children.update(found.children)
+            if found.unfinished:
+                unfinished.append((name, found.unfinished))
+        return [(name, turn) for name, turn in unfinished if name not in children]
+
+    def names(self) -> list[str]:
+        return sorted(self._summaries.keys() | set(self._loaded))
+
+    def summary(self, name: str) -> Summary:
+        loaded = self._loaded.peek(name)
+        if loaded is not None:
+            return Summary(loaded.turns, loaded.updated)
+        return self._summaries[name]
+
+    def exists(self, name: str) -> bool:
+        """True when `session` has a history: on disk, or loaded and not empty."""
+        loaded = self._loaded.peek(name)
+        if loaded is not None and loaded.records:
+            return True
+        return self._home.session_history(name).exists()
+
+    def get(self, name: str) -> SessionLog:
+        """The session's history, loaded if it was not; for use before the next `await`."""
+        found = self._loaded.get(name)
+        if found is None:
+            found = SessionLog.load(name, self._home.session_history(name))
+            self._let_go(self._loaded.add(name, found, found.size))
+        return found
+
+    def hold(self, name: str) -> SessionLog:
+        """The session's history, kept loaded until `release`: the one copy every user of the
+        session sees while a turn runs."""
+        if name in self._loaded:
+            return self._loaded.hold(name)
+        found = SessionLog.load(name, self._home.session_history(name))
+        self._let_go(self._loaded.add(name, found, found.size, hold=True))
+        return found
+
+    def release(self, name: str) -> None:
+        found = self._loaded.peek(name)
+        if found is None:
+            raise KeyError(f"{name} is not held")
+        self._let_go(self._loaded.release(name, found.size))
+
+    @contextlib.contextmanager
+    def held(self, name: str) -> Iterator[SessionLog]:
+        found = self.hold(name)
+        try:
+            yield found
+        finally:
+            self.release(name)
+
+    def page(self, name: str, after: int, budget: int) -> tuple[list[TurnEvent], bool]:
+        """Events past seq `after`, read from the file, until the next would take the page past
+        `budget` bytes (each event counted twice: it is escaped once more inside the page), at
+        least one; and whether more follow."""
+        events: list[TurnEvent] = []
+        size = 0
+        with contextlib.closing(read_events(self._home.session_history(name), after)) as found:
+            for event, length in found:
+                size += length * 2
+                if size > budget and events:  # a page holds at least one: paging goes on
+                    return events, True
+                events.append(event)
+        return events, False
+
+    def _let_go(self, gone: list[SessionLog]) -> None:
+        for each in gone:
+            self._summaries[each.session] = Summary(each.turns, each.updated)

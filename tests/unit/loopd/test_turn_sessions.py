@@ -1,0 +1,116 @@
+"""A turn and the loaded-histories cache (`services.loopd.turn` with `sessions`), in-process:
+with a cache that keeps nothing idle, a parent's turn and its sub-agent's each write through
+one copy of their history, and a history page read meanwhile sees what they wrote."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from bxcore.client import Client
+from bxcore.config import Config
+from bxcore.home import Home
+from bxcore.labels import DataClass, Label
+from bxcore.messages import (
+    Absorb,
+    AssistantText,
+    EndReason,
+    OwnerSaid,
+    State,
+    ToolCalled,
+    ToolDone,
+    TurnEnd,
+    TurnEvent,
+)
+from bxcore.tools import ToolSpec
+from services.loopd.model import Message, Reply, ToolCall, ToolResult, User
+from services.loopd.sessions import Sessions
+from services.loopd.turn import Turns
+
+pytestmark = pytest.mark.anyio
+
+
+class Model:
+    """The parent spawns once and repeats what it read; the child answers at once. While the
+    child answers, its page is read, as the console would, and both sessions are asked for."""
+
+    def __init__(self, sessions: Sessions) -> None:
+        self.sessions = sessions
+        self.pages: list[list[TurnEvent]] = []
+        self.one_copy: list[bool] = []
+
+    async def complete(
+        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> Reply:
+        first = messages[0]
+        assert isinstance(first, User)
+        if first.text == "the child's task":
+            self.pages.append(self.sessions.page("sub-parent-1", 0, 1_000_000)[0])
+            get = self.sessions.get
+            self.one_copy += [get(n) is get(n) for n in ("parent", "sub-parent-1")]
+            return Reply("the child's answer")
+        last = messages[-1]
+        if isinstance(last, ToolResult):
+            return Reply(f"the parent read: {last.content}")
+        return Reply("", (ToolCall("m1", "spawn", '{"task":"the child\'s task"}'),))
+
+    async def aclose(self) -> None:
+        pass
+
+
+class Broker:
+    """Takes every `absorb`; nothing else is asked of it here."""
+
+    async def request(self, message: Any, **_: Any) -> State:
+        assert isinstance(message, Absorb)
+        return State(message.id, message.session, Label(DataClass.PUBLIC, False))
+
+    def close(self) -> None:
+        pass
+
+
+async def test_a_parent_and_its_sub_agent_each_write_through_one_copy_with_nothing_kept_idle(
+    tmp_path: Path,
+) -> None:
+    sessions = Sessions(Home(tmp_path), max_loaded=0, max_bytes=0)
+    model = Model(sessions)
+    published: list[TurnEvent] = []
+    turns = Turns(
+        Config(),
+        model,
+        lambda: cast(Client, Broker()),
+        sessions.held,
+        published.append,
+        sessions.exists,
+    )
+
+    with sessions.held("parent") as parent:
+        parent.event(1, OwnerSaid("go"))
+        said = await turns.run(parent, 1)
+
+    assert said == "the parent read: the child's answer"
+    assert len(sessions.page("sub-parent-1", 0, 1)[0]) == 1  # nothing loaded: from the file
+    child = sessions.page("sub-parent-1", 0, 1_000_000)[0]
+    assert [(e.seq, e.event) for e in child] == [
+        (1, OwnerSaid("the child's task")),
+        (2, AssistantText("the child's answer")),
+        (3, TurnEnd(EndReason.DONE)),
+    ]
+    assert model.pages == [child[:1]]  # read while the child's turn ran
+    assert model.one_copy == [True, True]  # held while used, however small the cache
+    events = [e.event for e in sessions.page("parent", 0, 1_000_000)[0]]
+    assert events == [
+        OwnerSaid("go"),
+        ToolCalled("spawn", '{"task":"the child\'s task"}'),
+        ToolDone("spawn", True, len(b"the child's answer")),
+        AssistantText(said),
+        TurnEnd(EndReason.DONE),
+    ]
+    assert [e.seq for e in sessions.page("parent", 0, 1_000_000)[0]] == [1, 2, 3, 4, 5]
+    assert sessions.names() == ["parent", "sub-parent-1"]
+    assert [sessions.summary(n).turns for n in sessions.names()] == [1, 1]
+    assert "Cache(0 of 0" in repr(sessions)
+    assert sorted({e.session for e in published}) == ["parent", "sub-parent-1"]
