@@ -231,7 +231,8 @@ async def serve(ctx: Context) -> None:
     loaded = anyio.Event()
 
     async def when_loaded(handle: Callable[[Any], Awaitable[Any]], message: Any) -> Any:
-        await loaded.wait()  # `ping` is answered at once, by the router
+        if not loaded.is_set():  # waiting on a set event still costs a turn of the loop
+            await loaded.wait()  # `ping` is answered at once, by the router
         return await handle(message)
 
     auth: AsyncioAuthenticator | None = None
