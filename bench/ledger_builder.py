@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from bxcore.labels import DataClass, Label
-from services.brokerd import records
-from services.brokerd.records import GENESIS, Entry, Head, format_at, line_hash
+from services.brokerd.core import records
+from services.brokerd.core.records import GENESIS, Entry, Head, format_at, line_hash
 
 T0_MS = 1_796_006_070_123  # 2026-11-30T02:34:30.123Z
 PRIVATE = Label(DataClass.PRIVATE, False)

@@ -1,6 +1,6 @@
 """The tools, described once as data (SPEC §4.5).
 
-`services.brokerd.args` parses by these descriptions, `policy` matches and labels by them, the
+`services.brokerd.core.args` parses by these descriptions, `policy` matches and labels by them, the
 courier confines by them, and loopd builds the model's JSON Schemas from them. Nothing here
 assumes there are exactly five tools. Pure: no I/O.
 """

@@ -21,7 +21,7 @@ from bxcore.atomic import write_atomically
 
 _HASH = re.compile(r"[0-9a-f]{64}")
 _KEYS = ({"seq", "hash"}, {"seq", "hash", "size"})
-#: No ledger line is longer (services.brokerd.records.MAX_LINE_BYTES, which bxcore cannot
+#: No ledger line is longer (services.brokerd.core.records.MAX_LINE_BYTES, which bxcore cannot
 #: import): a witnessed line is never looked for further back than this.
 MAX_LINE_BYTES = 32 * 1024 * 1024
 _STEP = 64 * 1024

@@ -59,7 +59,7 @@ from bxctl.specs import ServiceSpec, parse_specs
 from bxctl.supervisor import Supervisor, SupervisorError
 from bxctl.supervisor import main as supervisor_main
 from bxctl.supervisor_link import NoAnswer, ask, request_id
-from services.brokerd.grants import read_folder
+from services.brokerd.grants_folder import read_folder
 
 UP_TIMEOUT_S = 180.0  # a service may take 10 s to answer, and back off five times
 RUNNING = ServiceState.RUNNING

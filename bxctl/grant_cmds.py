@@ -17,7 +17,8 @@ from bxcore.home import Home
 from bxctl.init import make_folder, write_new
 from bxctl.output import fail, print_json, say, table
 from bxctl.safety import grant_warnings
-from services.brokerd.grants import Grant, InvalidGrant, parse_grant, read_folder, valid_id
+from services.brokerd.core.grants import Grant, InvalidGrant, parse_grant, valid_id
+from services.brokerd.grants_folder import read_folder
 
 app = typer.Typer(help="The owner's grants: what the agent may do.", no_args_is_help=True)
 

@@ -24,9 +24,9 @@ from typing import Any
 from bxcore import report
 from bxcore.config import Config, ConfigError, load_config
 from bxcore.home import Home
-from services.brokerd.grants import read_folder
+from services.brokerd.core.view import grant_warnings as check_grants
+from services.brokerd.grants_folder import read_folder
 from services.brokerd.own import own_places
-from services.brokerd.view import grant_warnings as check_grants
 
 
 def too_open(path: Path, mode: int, login_group: str | None) -> str | None:
@@ -114,7 +114,7 @@ def _group_name(gid: int) -> str:
 
 
 def grant_warnings(home: Home) -> list[str]:
-    """The valid grants' warnings (`services.brokerd.view.grant_warnings`)."""
+    """The valid grants' warnings (`services.brokerd.core.view.grant_warnings`)."""
     try:
         config = load_config(home.config)
     except ConfigError:

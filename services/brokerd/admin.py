@@ -38,10 +38,11 @@ from bxcore.messages import (
     short,
 )
 from bxcore.wire import MAX_MESSAGE, encode
-from services.brokerd import policy
 from services.brokerd.broker import Broker
+from services.brokerd.core import policy
+from services.brokerd.core.grants import Grant, InvalidGrant
 from services.brokerd.desk import Desk
-from services.brokerd.grants import Grant, InvalidGrant, read_folder
+from services.brokerd.grants_folder import read_folder
 from services.brokerd.ledger import LedgerState, LedgerUnavailable
 from services.brokerd.state import StateError
 from services.brokerd.verify import LedgerUnreadable, verify_file

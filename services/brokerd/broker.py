@@ -31,14 +31,15 @@ from bxcore.messages import (
     ToolResponse,
     short,
 )
-from services.brokerd import policy, records
 from services.brokerd.calls import Calls, Key, replay
 from services.brokerd.commit import Committer
+from services.brokerd.core import policy, records
+from services.brokerd.core.grants import Grant
+from services.brokerd.core.view import NO_PLACES, OwnPlaces
 from services.brokerd.courier import Courier
-from services.brokerd.grants import Grant, GrantsFolder
+from services.brokerd.grants_folder import GrantsFolder
 from services.brokerd.ledger import Ledger, LedgerUnavailable
 from services.brokerd.state import StateError, StateStore
-from services.brokerd.view import NO_PLACES, OwnPlaces
 
 log = logging.getLogger(__name__)
 

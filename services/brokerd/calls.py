@@ -14,7 +14,7 @@ import anyio
 
 from bxcore.deny import DenyReason
 from bxcore.messages import Denied, Done, Failed, Outcome, Pending
-from services.brokerd import args as argsmod
+from services.brokerd.core import args as argsmod
 from services.brokerd.index import CallRecords
 
 Key = tuple[str, str]

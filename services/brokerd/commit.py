@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 
 import anyio
 
+from services.brokerd.core.records import Entry, Head
 from services.brokerd.ledger import Ledger, LedgerState, LedgerUnavailable
-from services.brokerd.records import Entry, Head
 
 log = logging.getLogger(__name__)
 

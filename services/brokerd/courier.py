@@ -30,8 +30,8 @@ from bxcore.tools import BROKERED, Mount, Runner
 from services.brokerd import child, sandbox
 from services.brokerd.cgroup import Cgroups, Slot
 from services.brokerd.child import Finished, Hold
+from services.brokerd.core.policy import Allowed
 from services.brokerd.fetch_proxy import OneTunnel
-from services.brokerd.policy import Allowed
 from services.brokerd.sandbox import Call, Host, Unconfinable
 
 log = logging.getLogger(__name__)

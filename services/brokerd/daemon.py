@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import errno
 import functools
+import importlib.util
 import logging
 import os
 import platform
@@ -26,7 +27,6 @@ from typing import Any
 import anyio
 from zmq.auth.asyncio import AsyncioAuthenticator
 
-import services.toolkit
 from bxcore import __version__, curve
 from bxcore.client import Client
 from bxcore.clock import now_ms
@@ -36,18 +36,19 @@ from bxcore.events import Publisher
 from bxcore.messages import LedgerHead
 from bxcore.report import Report
 from bxcore.router import Router
-from services.brokerd import cgroup, leftovers, seccomp
+from services.brokerd import cgroup, leftovers
 from services.brokerd.admin import Admin
 from services.brokerd.broker import Broker
 from services.brokerd.calls import Calls
 from services.brokerd.cgroup import Cgroups
 from services.brokerd.commit import Committer
+from services.brokerd.core import seccomp
+from services.brokerd.core.records import Head
 from services.brokerd.courier import Courier
 from services.brokerd.desk import Desk
-from services.brokerd.grants import GrantsFolder
+from services.brokerd.grants_folder import GrantsFolder
 from services.brokerd.ledger import Ledger, LedgerState, LedgerUnavailable
 from services.brokerd.own import own_places
-from services.brokerd.records import Head
 from services.brokerd.sandbox import Host
 from services.brokerd.state import StateStore
 
@@ -91,9 +92,17 @@ async def keep_persisting(ledger: Ledger) -> None:
             log.error("cannot write the ledger's head file: %s", error)
 
 
+def _toolkit_folder() -> Path:
+    """Where the toolkit package is, found without importing it: services never import each
+    other (`tests/unit/test_imports.py`)."""
+    spec = importlib.util.find_spec("services.toolkit")
+    assert spec is not None and spec.origin is not None, "the toolkit is part of this package"
+    return Path(spec.origin).parent
+
+
 def sandbox_host(config: SandboxConfig) -> Host:
     """What every sandbox is built from; with `problem` set when none can start."""
-    toolkit = Path(services.toolkit.__file__).parent
+    toolkit = _toolkit_folder()
     compileall.compile_dir(toolkit, quiet=2)  # a sandbox cannot write .pyc files
     bwrap = shutil.which("bwrap") if config.mode == "bwrap" else None
     base = os.path.realpath(sys.base_prefix)

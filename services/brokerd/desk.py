@@ -35,10 +35,16 @@ from bxcore.messages import (
     ToolResponse,
     VerdictRequest,
 )
-from services.brokerd import policy, records
-from services.brokerd.approvals import AlreadySettled, Approval, Approvals, Move, UnknownApproval
 from services.brokerd.broker import AUDIT_UNAVAILABLE, Broker, decision_entry
 from services.brokerd.calls import replay
+from services.brokerd.core import policy, records
+from services.brokerd.core.approvals import (
+    AlreadySettled,
+    Approval,
+    Approvals,
+    Move,
+    UnknownApproval,
+)
 from services.brokerd.index import CallRecords
 from services.brokerd.ledger import LedgerUnavailable
 

@@ -19,7 +19,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from services.brokerd.records import GENESIS, Head, Record
+from services.brokerd.core.records import GENESIS, Head, Record
 
 INDEXED = frozenset({"decision", "verdict", "executed"})
 _INDEXED_KINDS = tuple(f'{kind}"'.encode() for kind in sorted(INDEXED))

@@ -29,16 +29,7 @@ from types import TracebackType
 
 from bxcore import witness as witnesses
 from bxcore.atomic import write_atomically
-from services.brokerd.index import INDEXED, START, CallRecords, Index, IndexError_, Mark, Where
-from services.brokerd.ledger_scan import (
-    LedgerUnavailable,
-    cause,
-    lines_backwards,
-    mismatch,
-    read_line_at,
-    scan,
-)
-from services.brokerd.records import (
+from services.brokerd.core.records import (
     GENESIS,
     Entry,
     Head,
@@ -48,6 +39,15 @@ from services.brokerd.records import (
     line_hash,
     parse_line,
     recovered,
+)
+from services.brokerd.index import INDEXED, START, CallRecords, Index, IndexError_, Mark, Where
+from services.brokerd.ledger_scan import (
+    LedgerUnavailable,
+    cause,
+    lines_backwards,
+    mismatch,
+    read_line_at,
+    scan,
 )
 from services.brokerd.verify import walk_fast
 

@@ -1,7 +1,7 @@
 """Reading the ledger's file (SPEC §7): its lines from any point, a chain walk from a record it
 trusts (`scan`: every line parsed; `verify` walks faster), one line found by where it ends.
 
-Reads only; turns nothing into records but through `services.brokerd.chain`. Never holds more
+Reads only; turns nothing into records but through `services.brokerd.core.chain`. Never holds more
 than MAX_LINE_BYTES + 1 bytes of one line.
 """
 
@@ -13,9 +13,9 @@ from dataclasses import dataclass, replace
 from typing import BinaryIO
 
 from bxcore.witness import line_ending_at
-from services.brokerd.chain import ChainCheck, ChainReport
+from services.brokerd.core.chain import ChainCheck, ChainReport
+from services.brokerd.core.records import MAX_LINE_BYTES, Head, Record, line_hash
 from services.brokerd.index import START, Mark
-from services.brokerd.records import MAX_LINE_BYTES, Head, Record, line_hash
 
 _BLOCK = 64 * 1024
 

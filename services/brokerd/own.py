@@ -17,8 +17,8 @@ from pathlib import Path
 import bxcore
 from bxcore.config import Config
 from bxcore.home import SOCKETS, Home
-from services.brokerd.args import valid_path
-from services.brokerd.view import OwnPlaces
+from services.brokerd.core.args import valid_path
+from services.brokerd.core.view import OwnPlaces
 
 
 def own_places(home: Home, config: Config) -> OwnPlaces:

@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from bxcore.tools import Mount
-from services.brokerd.args import inside
-from services.brokerd.view import View
+from services.brokerd.core.args import inside
+from services.brokerd.core.view import View
 
 #: brokerd's own things inside every sandbox: under /dev, which is always the sandbox's own
 #: (no grant may name it) and read-only once set up, so no tool can add to them.
@@ -51,7 +51,7 @@ class Host:
     links: tuple[tuple[str, str], ...] = ()  # /bin -> usr/bin and the like
     folders: tuple[str, ...] = ()  # /lib64 and the like when they are real folders
     drop_to: tuple[int, int] | None = None  # brokerd is root: the uid and gid tools become
-    seccomp: bytes = b""  # the filter program (services.brokerd.seccomp)
+    seccomp: bytes = b""  # the filter program (services.brokerd.core.seccomp)
     problem: str | None = None  # why no sandbox can start, for "sandbox unavailable: …"
     name: str | None = None  # the argv[0] bwrap is given (`leftovers.mark`), else its path
 

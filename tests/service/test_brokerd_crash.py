@@ -52,10 +52,10 @@ from bxcore.clock import now_ms
 from bxcore.home import Home
 from bxcore.labels import SESSION_DEFAULT
 from bxcore.messages import Denied, Done, Failed, Outcome, ToolRequest, ToolResponse
-from services.brokerd import records
 from services.brokerd.calls import ALREADY_RAN, UNKNOWN
-from services.brokerd.chain import ChainReport
-from services.brokerd.records import Head
+from services.brokerd.core import records
+from services.brokerd.core.chain import ChainReport
+from services.brokerd.core.records import Head
 from services.brokerd.verify import verify
 from tests.support.brokerd import write_grant
 from tests.support.daemons import Daemon, init_home, start, tool_owned

@@ -7,7 +7,7 @@ import hashlib
 from pathlib import Path
 
 from bxcore.messages import LedgerHead
-from services.brokerd.records import GENESIS, build
+from services.brokerd.core.records import GENESIS, build
 
 
 class GrowingLedger:

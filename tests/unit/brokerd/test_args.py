@@ -1,4 +1,4 @@
-"""services.brokerd.args, case by case: every example of SPEC §4.2-4.4 and serde's wordings."""
+"""services.brokerd.core.args, case by case: every example of SPEC §4.2-4.4 and serde's wordings."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 
 from bxcore import tools
 from bxcore.tools import Field, Kind, ToolSpec, Variant
-from services.brokerd import args
-from services.brokerd.args import (
+from services.brokerd.core import args
+from services.brokerd.core.args import (
     MAX_ARGUMENTS,
     MAX_DETAIL,
     MAX_PATH,

@@ -1,4 +1,4 @@
-"""services.brokerd.args by property (SPEC §16): hostile input raises nothing but `ArgsError`,
+"""services.brokerd.core.args by property (SPEC §16): hostile input raises nothing but `ArgsError`,
 `inside` never lets a path out, and a parsed value round-trips through its canonical JSON."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bxcore.tools import BROKERED, Field, Kind
-from services.brokerd.args import (
+from services.brokerd.core.args import (
     ArgsError,
     host_matches,
     inside,

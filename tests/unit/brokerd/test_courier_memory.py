@@ -17,10 +17,10 @@ from bxcore.config import SandboxConfig
 from bxcore.labels import DataClass, Label
 from bxcore.messages import Done, ToolRequest, ToolResponse
 from bxcore.service_states import Entry, Snapshot
-from services.brokerd import args
+from services.brokerd.core import args
+from services.brokerd.core.grants import Grant, Mode
+from services.brokerd.core.policy import Allowed
 from services.brokerd.courier import Courier, Result
-from services.brokerd.grants import Grant, Mode
-from services.brokerd.policy import Allowed
 from services.brokerd.sandbox import Host
 
 pytestmark = pytest.mark.anyio

@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from bxcore.labels import DataClass, Label
-from services.brokerd import records
+from services.brokerd.core import records
 from services.brokerd.desk import Desk
 from services.brokerd.index import CallRecords
 

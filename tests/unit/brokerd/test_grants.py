@@ -11,14 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bxcore.labels import DataClass
-from services.brokerd.grants import (
-    Grant,
-    GrantsFolder,
-    InvalidGrant,
-    Mode,
-    parse_grant,
-    read_folder,
-)
+from services.brokerd.core.grants import Grant, InvalidGrant, Mode, parse_grant
+from services.brokerd.grants_folder import GrantsFolder, read_folder
 
 NOTES = b'tool = "read_file"\nmode = "allow"\npath = "/home/kyle/notes"\nnote = "my notes"\n'
 

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 from bxcore.labels import DataClass, Label
 from services.brokerd import ledger_scan
-from services.brokerd import records as r
+from services.brokerd.core import records as r
+from services.brokerd.core.records import Head, line_hash
 from services.brokerd.ledger import Ledger, LedgerState, LedgerUnavailable
-from services.brokerd.records import Head, line_hash
 from services.brokerd.verify import LedgerUnreadable, verify
 
 PRIVATE = Label(DataClass.PRIVATE, False)

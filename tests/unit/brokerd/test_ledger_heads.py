@@ -13,10 +13,10 @@ import pytest
 
 from bench.ledger_builder import build
 from bxcore import witness
+from services.brokerd.core.records import line_hash
 from services.brokerd.index import Index
 from services.brokerd.ledger import HEAD_FILE, INDEX_FILE, Ledger, LedgerState, LedgerUnavailable
 from services.brokerd.ledger_scan import scan
-from services.brokerd.records import line_hash
 from tests.unit.brokerd.test_ledger import (
     Clock,
     decision,

@@ -9,9 +9,9 @@ import pytest
 from bxcore.deny import DenyReason
 from bxcore.labels import DataClass, Label
 from bxcore.messages import AskWhy
-from services.brokerd.grants import Grant, Mode
-from services.brokerd.policy import Allowed, Ask, Denied, decide, redecide, specificity
-from services.brokerd.view import OwnPlaces
+from services.brokerd.core.grants import Grant, Mode
+from services.brokerd.core.policy import Allowed, Ask, Denied, decide, redecide, specificity
+from services.brokerd.core.view import OwnPlaces
 
 PRIVATE = Label(DataClass.PRIVATE, False)
 PUBLIC = Label(DataClass.PUBLIC, False)

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from bxcore.tools import BROKERED, Mount, Runner
-from services.brokerd.args import inside
+from services.brokerd.core.args import inside
+from services.brokerd.core.view import View
 from services.brokerd.sandbox import (
     CA_INSIDE,
     INSIDE,
@@ -33,7 +34,6 @@ from services.brokerd.sandbox import (
     layers,
     open_granted,
 )
-from services.brokerd.view import View
 
 HOST = Host(
     bwrap="/usr/bin/bwrap",

@@ -1,4 +1,4 @@
-"""The seccomp filter (`services.brokerd.seccomp`), run by a small classic-BPF interpreter over
+"""The seccomp filter (`services.brokerd.core.seccomp`), run by a small classic-BPF interpreter over
 every system call it watches: no mode with a setuid or setgid bit ever passes, every other
 mode does, other architectures are refused whole. A real sandbox is tried in
 tests/service/test_hostile_model.py."""
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.brokerd.seccomp import (
+from services.brokerd.core.seccomp import (
     ARCHES,
     O_CREAT,
     O_TMPFILE_BIT,

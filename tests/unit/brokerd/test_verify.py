@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 from bench.ledger_builder import build
 from services.brokerd import verify as fast
+from services.brokerd.core.records import Head, line_hash
 from services.brokerd.index import START, Mark
 from services.brokerd.ledger_scan import scan
-from services.brokerd.records import Head, line_hash
 from services.brokerd.verify import LedgerUnreadable, Verified, held, verify_file
 
 

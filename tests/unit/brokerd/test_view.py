@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from bxcore.labels import DataClass, Label
-from services.brokerd.grants import Grant, Mode
-from services.brokerd.view import OwnPlaces, View, exposure_label, plan
+from services.brokerd.core.grants import Grant, Mode
+from services.brokerd.core.view import OwnPlaces, View, exposure_label, plan
 
 
 def g(gid: str, path: str, *, tool: str = "read_file", mode: str = "allow", cls: str = "private",
@@ -151,7 +151,7 @@ def test_own_places_hold_the_home_but_its_workspace(path: str, held: bool) -> No
 
 
 def test_grant_warnings_name_grants_over_the_home_and_grants_that_disagree() -> None:
-    from services.brokerd.view import grant_warnings
+    from services.brokerd.core.view import grant_warnings
 
     grants = [
         g("all", "/", tool="shell"),

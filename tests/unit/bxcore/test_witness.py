@@ -12,7 +12,7 @@ import pytest
 
 from bxcore import witness
 from bxcore.witness import Seen, WitnessUnreadable
-from services.brokerd.records import build
+from services.brokerd.core.records import build
 
 H5 = "5" * 64
 H9 = "9" * 64

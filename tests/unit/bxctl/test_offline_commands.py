@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from services.brokerd import records
-from services.brokerd.grants import Grant, parse_grant, read_folder
+from services.brokerd.core import records
+from services.brokerd.core.grants import Grant, parse_grant
+from services.brokerd.grants_folder import read_folder
 from services.brokerd.ledger import Ledger
 
 

@@ -2,7 +2,7 @@
 
 Pure: no I/O, no clock (`at` is passed in). `KINDS` describes every record kind once; `build`
 and `parse_line` both read it, so a record the ledger wrote never reads back as damage.
-`services.brokerd.chain` checks that lines make a chain.
+`services.brokerd.core.chain` checks that lines make a chain.
 """
 
 from __future__ import annotations

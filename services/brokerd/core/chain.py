@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from services.brokerd.records import GENESIS, Head, Record, line_hash, parse_line
+from services.brokerd.core.records import GENESIS, Head, Record, line_hash, parse_line
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,8 +26,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from bxcore.labels import Label
-from services.brokerd.args import inside
-from services.brokerd.grants import Grant, Mode
+from services.brokerd.core.args import inside
+from services.brokerd.core.grants import Grant, Mode
 
 
 @dataclass(frozen=True, slots=True)

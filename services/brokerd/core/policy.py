@@ -14,10 +14,10 @@ from bxcore.deny import DenyReason
 from bxcore.labels import CLEAN, DataClass, Label
 from bxcore.messages import AskWhy
 from bxcore.tools import BROKERED, Match, Result
-from services.brokerd import args as argsmod
-from services.brokerd.args import ArgsError, ToolArgs, host_matches, inside
-from services.brokerd.grants import Grant, Mode
-from services.brokerd.view import NO_PLACES, NO_VIEW, OwnPlaces, View, exposure_label, plan
+from services.brokerd.core import args as argsmod
+from services.brokerd.core.args import ArgsError, ToolArgs, host_matches, inside
+from services.brokerd.core.grants import Grant, Mode
+from services.brokerd.core.view import NO_PLACES, NO_VIEW, OwnPlaces, View, exposure_label, plan
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from bxcore.ids import byte_length_between
 from bxcore.tools import BROKERED, Kind, ToolName
-from services.brokerd.argshape import ShapeError, Value, decode, fields_of
+from services.brokerd.core.argshape import ShapeError, Value, decode, fields_of
 
 __all__ = [
     "MAX_ARGUMENTS",

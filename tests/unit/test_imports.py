@@ -1,0 +1,71 @@
+"""Who may import whom (issue 11), read from every module's imports, not from running them:
+brokerd's core imports only the core, `bxcore` and the standard library; no service imports
+another; `bxcore` imports no service; the toolkit, which runs alone in every sandbox, imports
+only the standard library and itself (tests/unit/toolkit/test_startup.py)."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+STDLIB = sys.stdlib_module_names
+
+
+def modules(folder: str) -> list[Path]:
+    return sorted((ROOT / folder).rglob("*.py"))
+
+
+def imported(source: Path) -> Iterator[str]:
+    """Every module `source` imports, by its full name (relative imports resolved)."""
+    package = ".".join(source.relative_to(ROOT).with_suffix("").parts[:-1])
+    for node in ast.walk(ast.parse(source.read_text(), str(source))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                yield f"{base}.{node.module}" if node.module else base
+            else:
+                assert node.module is not None
+                yield node.module
+
+
+def top(name: str) -> str:
+    return name.split(".")[0]
+
+
+def service_of(name: str) -> str | None:
+    parts = name.split(".")
+    return parts[1] if parts[0] == "services" and len(parts) > 1 else None
+
+
+@pytest.mark.parametrize("source", modules("services/brokerd/core"), ids=lambda p: p.name)
+def test_the_core_imports_only_the_core_bxcore_and_the_standard_library(source: Path) -> None:
+    for name in imported(source):
+        allowed = (
+            top(name) in STDLIB
+            or top(name) == "bxcore"
+            or name == "services.brokerd.core"
+            or name.startswith("services.brokerd.core.")
+            or name == "__future__"
+        )
+        assert allowed, f"{source.relative_to(ROOT)} imports {name}"
+
+
+@pytest.mark.parametrize("source", modules("services"), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_service_imports_another(source: Path) -> None:
+    own = service_of(".".join(source.relative_to(ROOT).with_suffix("").parts))
+    for name in imported(source):
+        other = service_of(name)
+        assert other is None or other == own, f"{source.relative_to(ROOT)} imports {name}"
+
+
+@pytest.mark.parametrize("source", modules("bxcore"), ids=lambda p: p.name)
+def test_bxcore_imports_no_service_and_no_bxctl(source: Path) -> None:
+    for name in imported(source):
+        assert top(name) not in ("services", "bxctl"), f"bxcore/{source.name} imports {name}"
