@@ -38,13 +38,13 @@ from bxcore.messages import (
     short,
 )
 from bxcore.wire import MAX_MESSAGE, encode
-from services.brokerd.broker import Broker
 from services.brokerd.core import policy
 from services.brokerd.core.grants import Grant, InvalidGrant
 from services.brokerd.desk import Desk
 from services.brokerd.grants_folder import read_folder
-from services.brokerd.ledger import LedgerState, LedgerUnavailable
-from services.brokerd.state import StateError
+from services.brokerd.judge import Judge
+from services.brokerd.ledger import Ledger, LedgerState, LedgerUnavailable
+from services.brokerd.state import StateError, answer_state
 from services.brokerd.verify import LedgerUnreadable, verify_file
 
 BROKER_ONLY = (ToolRequest, AwaitApproval, Absorb)
@@ -70,9 +70,10 @@ def grant_info(grant: Grant | InvalidGrant) -> GrantInfo:
 
 
 class Admin:
-    def __init__(self, broker: Broker, desk: Desk) -> None:
-        self.broker = broker
+    def __init__(self, *, desk: Desk, judge: Judge, ledger: Ledger) -> None:
         self.desk = desk
+        self.judge = judge
+        self.ledger = ledger
 
     def __repr__(self) -> str:
         return f"Admin({self.desk!r})"
@@ -83,7 +84,7 @@ class Admin:
         if isinstance(message, PendingQuery):
             return self.pending_list(message)
         if isinstance(message, GrantsReload):
-            grants = read_folder(self.broker.grants.folder)
+            grants = read_folder(self.judge.grants.folder)
             every: list[Grant | InvalidGrant] = [*grants.valid, *grants.invalid]
             every.sort(key=lambda g: g.id)
             return GrantList(message.id, tuple(grant_info(g) for g in every))
@@ -94,7 +95,7 @@ class Admin:
         if isinstance(message, AuditAccept):
             return await self.audit_accept(message)
         if isinstance(message, StateQuery):
-            return self.broker.state_query(message, peek=True)
+            return answer_state(self.judge.labels, message, peek=True)
         if isinstance(message, Explain):
             return self.explain(message)
         request_id = getattr(message, "id", None)
@@ -123,7 +124,7 @@ class Admin:
     def audit_tail(self, message: AuditTail) -> Any:
         """The newest records that fit in one message, oldest first."""
         try:
-            found = self.broker.ledger.tail(message.n, message.session)
+            found = self.ledger.tail(message.n, message.session)
         except LedgerUnavailable as error:
             return Error(message.id, ErrorCode.UNAVAILABLE, str(error))
         lines: list[str] = []
@@ -141,7 +142,7 @@ class Admin:
         """The chain checked (fast, `verify.verify_file`); a chain that is whole but ends
         before a head brokerd confirmed or the owner saw is not ok either: the ledger's own
         problem says which."""
-        ledger = self.broker.ledger
+        ledger = self.ledger
         try:
             verified = await anyio.to_thread.run_sync(verify_file, ledger.path)
         except LedgerUnreadable as error:
@@ -162,7 +163,7 @@ class Admin:
     async def audit_accept(self, message: AuditAccept) -> Any:
         """The owner takes a cut or rolled-back ledger as it is (issue 10): brokerd reads it
         again whole and writes again; a `recovered` record says what was lost."""
-        ledger = self.broker.ledger
+        ledger = self.ledger
         try:
             said = await anyio.to_thread.run_sync(ledger.accept)
         except ValueError as error:
@@ -174,20 +175,14 @@ class Admin:
     def explain(self, message: Explain) -> Any:
         """What brokerd would decide for this call now, step by step; nothing is recorded."""
         try:
-            label = self.broker.state.peek(message.session)
+            label = self.judge.labels.peek(message.session)
         except StateError as error:
             return Error(message.id, ErrorCode.UNAVAILABLE, str(error))
         trace: list[str] = [
             f"session {message.session}: {label.class_}, "
             f"{'untrusted' if label.untrusted else 'trusted'}"
         ]
-        grants = self.broker.grants.current()
-        if grants.invalid:
-            names = ", ".join(g.id for g in grants.invalid)
-            trace.append(f"invalid grants, never matching: {names}")
-        decision = policy.decide(
-            label, message.tool, message.arguments, grants.valid, trace, self.broker.own
-        )
+        decision = self.judge.explain(label, message.tool, message.arguments, trace)
         steps = tuple(short(step) for step in trace)
         if isinstance(decision, policy.Denied):
             winner = decision.grant.id if decision.grant else None

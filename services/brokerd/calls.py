@@ -1,26 +1,21 @@
-"""What brokerd remembers of each call (I8): the answer being made, and answers already given.
-
-A call is named by (session, call). While its answer is being made, a repeat waits for the
-same answer; once made, the answer is kept (the newest ones, within a byte budget) so a
-repeat gets it again; older answers are rebuilt from the ledger's records by `replay`.
+"""The call book (I8): what brokerd knows of each call, named by (session, call). Calls in
+flight (a repeat waits for the one answer being made), the answers given lately (within a
+count and a byte budget), and the ledger for the rest (`lookup`; `call.replay` turns its
+records into the recorded answer). Shared by the broker socket, the desk and the driver.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping
 
 import anyio
 
-from bxcore.deny import DenyReason
-from bxcore.messages import Denied, Done, Failed, Outcome, Pending
-from services.brokerd.core import args as argsmod
-from services.brokerd.index import CallRecords
+from bxcore.messages import Done, Outcome, Pending
+from services.brokerd.core.records import CallRecords
+from services.brokerd.ledger import Ledger
 
 Key = tuple[str, str]
 
-ALREADY_RAN = "this call already ran; its output is no longer held"
-UNKNOWN = "the outcome of this call is unknown after a restart"
 MAX_KEPT_BYTES = 64 * 1024 * 1024
 
 
@@ -48,15 +43,16 @@ class Answer:
         return self.outcome
 
 
-class Calls:
-    def __init__(self, kept: int) -> None:
+class CallBook:
+    def __init__(self, ledger: Ledger, kept: int) -> None:
+        self.ledger = ledger
         self._kept = kept
         self._making: dict[Key, Answer] = {}
         self._answers: OrderedDict[Key, Outcome] = OrderedDict()
         self._bytes = 0
 
     def __repr__(self) -> str:
-        return f"Calls({len(self._making)} in flight, {len(self._answers)} answers kept)"
+        return f"CallBook({len(self._making)} in flight, {len(self._answers)} answers kept)"
 
     def making(self, key: Key) -> Answer | None:
         return self._making.get(key)
@@ -77,6 +73,10 @@ class Calls:
     def kept(self, key: Key) -> Outcome | None:
         return self._answers.get(key)
 
+    def lookup(self, key: Key) -> CallRecords | None:
+        """The ledger's records of the call; `LedgerUnavailable` when it cannot say."""
+        return self.ledger.lookup(*key)
+
     def _keep(self, key: Key, outcome: Outcome) -> None:
         size = len(outcome.output) if isinstance(outcome, Done) else 0
         old = self._answers.pop(key, None)
@@ -88,29 +88,3 @@ class Calls:
             _, dropped = self._answers.popitem(last=False)
             if isinstance(dropped, Done):
                 self._bytes -= len(dropped.output)
-
-
-def replay(records: CallRecords) -> Outcome:
-    """The recorded answer of a call decided earlier whose answer is no longer kept."""
-    decision = records.decision
-    if decision["outcome"] == "denied":
-        reason = DenyReason(str(decision["reason"]))
-        return Denied(reason, _detail(decision) if reason is DenyReason.INVALID_ARGUMENTS else None)
-    verdict = records.verdict
-    if decision["outcome"] == "pending":
-        if verdict is None:
-            return Pending(str(decision["approval"]))
-        if verdict["outcome"] == "denied":
-            return Denied(DenyReason(str(verdict["reason"])))
-    return Failed(ALREADY_RAN if records.executed is not None else UNKNOWN)
-
-
-def _detail(decision: Mapping[str, object]) -> str | None:
-    """The detail of an invalid call, found again from the arguments the ledger kept."""
-    try:
-        argsmod.parse(str(decision["tool"]), str(decision["arguments"]))
-    except argsmod.ArgsError as error:
-        return error.detail()
-    except ValueError:
-        return None
-    return None

@@ -39,14 +39,16 @@ from bxcore.router import Router
 from services.brokerd import cgroup, leftovers
 from services.brokerd.admin import Admin
 from services.brokerd.broker import Broker
-from services.brokerd.calls import Calls
+from services.brokerd.calls import CallBook
 from services.brokerd.cgroup import Cgroups
 from services.brokerd.commit import Committer
 from services.brokerd.core import seccomp
 from services.brokerd.core.records import Head
 from services.brokerd.courier import Courier
 from services.brokerd.desk import Desk
+from services.brokerd.driver import Driver
 from services.brokerd.grants_folder import GrantsFolder
+from services.brokerd.judge import Judge
 from services.brokerd.ledger import Ledger, LedgerState, LedgerUnavailable
 from services.brokerd.own import own_places
 from services.brokerd.sandbox import Host
@@ -58,7 +60,8 @@ WITNESSES = ("gatewayd", "bxctl")  # the owner's side's witness files brokerd ch
 
 
 #: A test seam: `fsync-after:N` makes every fsync after the first N fail with EIO, so tests
-#: can see brokerd fail closed. Nothing else reads it; see docs/testing.md.
+#: can see brokerd fail closed (tests/service/test_brokerd_decisions.py, test_faults.py).
+#: Nothing else reads it.
 FAULTS = "BX_TEST_FAULTS"
 
 
@@ -220,23 +223,29 @@ async def serve(ctx: Context) -> None:
 
     committer = Committer(ledger, witness, alone=alone)
     memory = ctx.endpoint("memory")
-    broker = Broker(
-        ledger=ledger,
-        committer=committer,
-        state=StateStore(home.state_broker),
-        grants=GrantsFolder(home.grants),
-        courier=Courier(
-            config.sandbox,
-            host,
-            lambda: Client(ctx.zmq, memory, name="memoryd", timeout=5.0, tries=2),
-            home.run_dir,
-            cgroups,
-        ),
-        calls=Calls(config.broker.results_kept),
-        own=own_places(home, config),
+    courier = Courier(
+        config.sandbox,
+        host,
+        lambda: Client(ctx.zmq, memory, name="memoryd", timeout=5.0, tries=2),
+        home.run_dir,
+        cgroups,
     )
-    desk = Desk(broker, events.publish, config.broker.approval_ttl_s)
-    admin = Admin(broker, desk)
+    # The shared pieces first, then the handlers that use them: none reaches into another.
+    labels = StateStore(home.state_broker)
+    book = CallBook(ledger, config.broker.results_kept)
+    judge = Judge(labels, GrantsFolder(home.grants), own_places(home, config))
+    driver = Driver(committer, courier, labels, book)
+    desk = Desk(
+        book=book,
+        driver=driver,
+        judge=judge,
+        publish=events.publish,
+        ttl_s=config.broker.approval_ttl_s,
+    )
+    broker = Broker(
+        book=book, committer=committer, driver=driver, judge=judge, labels=labels, desk=desk
+    )
+    admin = Admin(desk=desk, judge=judge, ledger=ledger)
     loaded = anyio.Event()
 
     async def when_loaded(handle: Callable[[Any], Awaitable[Any]], message: Any) -> Any:

@@ -1,22 +1,25 @@
-"""The approval desk (SPEC §9): asks the owner, takes verdicts, expires the unanswered.
+"""The approval desk (SPEC §9): the calls waiting for the owner, their verdicts, and expiry.
 
-A call decided `Ask` is recorded pending with a new approval id and published with every
-canonical argument; what runs after an approval is exactly that, re-decided (`redecide`) at
-verdict time. A verdict is recorded before anything follows from it. The desk is rebuilt
-from the ledger at start, so pending approvals survive a restart.
+A call decided `Ask` is held here (`hold`), in its call machine's `pending` phase, and told to
+the owner's side with every canonical argument; a verdict or the expiry is fed to that machine
+(`core.call`), which records it before anything follows from it and, for an approval, runs
+exactly that call, re-decided (`Judge.redecide`) at verdict time. The owner hears of a verdict
+once it is durable; the approved call runs on after that. The desk is rebuilt from the ledger
+at start, so pending approvals survive a restart.
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 import anyio
+import anyio.abc
 
 from bxcore.clock import now_ms, parse_rfc3339
-from bxcore.deny import DenyReason
 from bxcore.labels import DataClass, Label
 from bxcore.messages import (
     ApprovalRequested,
@@ -24,102 +27,115 @@ from bxcore.messages import (
     ApprovalState,
     AskWhy,
     AwaitApproval,
-    Denied,
     Error,
     ErrorCode,
     Outcome,
     Pending,
     Scope,
     Settled,
-    ToolRequest,
     ToolResponse,
     VerdictRequest,
 )
-from services.brokerd.broker import AUDIT_UNAVAILABLE, Broker, decision_entry
-from services.brokerd.calls import replay
-from services.brokerd.core import policy, records
+from services.brokerd.calls import CallBook, Key
+from services.brokerd.core import policy
 from services.brokerd.core.approvals import (
-    AlreadySettled,
+    ALPHABET,
+    ID_LENGTH,
     Approval,
     Approvals,
-    Move,
     UnknownApproval,
 )
-from services.brokerd.index import CallRecords
-from services.brokerd.ledger import LedgerUnavailable
+from services.brokerd.core.call import (
+    Ask,
+    Call,
+    Effect,
+    Expired,
+    Phase,
+    Refuse,
+    Settle,
+    Verdict,
+    pending_again,
+    replay,
+    step,
+)
+from services.brokerd.core.records import CallRecords
+from services.brokerd.driver import Driver
+from services.brokerd.judge import Judge
+from services.brokerd.state import StateError
 
 log = logging.getLogger(__name__)
 
-EXPIRED_BY = "brokerd (no answer in time)"
+
+def random_id() -> str:
+    return "".join(secrets.choice(ALPHABET) for _ in range(ID_LENGTH))
 
 
 class Desk:
     def __init__(
         self,
-        broker: Broker,
+        *,
+        book: CallBook,
+        driver: Driver,
+        judge: Judge,
         publish: Callable[[Any], None],
         ttl_s: float,
         clock: Callable[[], int] = now_ms,
     ) -> None:
-        self.broker = broker
-        self.approvals = Approvals()
+        self.book = book
+        self.driver = driver
+        self.judge = judge
+        self.approvals = Approvals(random_id)
         self._publish = publish
         self._ttl_ms = int(ttl_s * 1000)
         self._clock = clock
+        self._calls: dict[str, Call] = {}  # approval id -> its call, while not answered
         self._settled: dict[str, anyio.Event] = {}
-        self._settling: set[str] = set()
         self._changed = anyio.Event()
         self._tasks: anyio.abc.TaskGroup | None = None
-        broker.desk = self
 
     def __repr__(self) -> str:
         return f"Desk({self.approvals!r}, ttl {self._ttl_ms // 1000} s)"
 
     # --- asking ------------------------------------------------------------------------------
 
-    async def ask(
-        self, request: ToolRequest, label: Label, ask: policy.Ask, arguments: str
-    ) -> Outcome:
-        """A call the owner must approve: recorded pending and published; or, when a
-        session-scoped approval covers it, recorded allowed and run."""
+    def approval_for(self, session: str, ask: policy.Ask) -> tuple[str, bool]:
+        """The approval id a call decided `ask` is recorded under, and whether a session-wide
+        approval covers it already (then it is that approval's id)."""
         winner = ask.winner
-        covering = self.approvals.covering(request.session, winner.id, winner.sha256, ask.why)
-        outcome: records.DecisionOutcome = "allowed" if covering is not None else "pending"
-        approval_id = covering or self.approvals.fresh_id(self._ever_used)
-        why = None if covering else ask.why.value
-        entry = decision_entry(request, arguments, label, outcome, winner,
-                               approval=approval_id, why=why)  # fmt: skip
-        if not await self.broker.durable(entry):
-            return AUDIT_UNAVAILABLE
-        if covering is not None:  # a session-scoped approval covers it (§9.2)
-            allowed = policy.approved(ask, self.broker.grants.current().valid, self.broker.own)
-            return await self.broker.run((request.session, request.call), allowed)
+        covering = self.approvals.covering(session, winner.id, winner.sha256, ask.why)
+        if covering is not None:
+            return covering, True
+        return self.approvals.fresh_id(self._ever_used), False
+
+    def hold(self, call: Call, ask: Ask) -> None:
+        """A call recorded pending: wait for the owner, and tell the owner's side."""
         now = self._clock()
+        winner = ask.ask.winner
         approval = Approval(
-            approval_id,
-            request.session,
-            request.call,
-            request.tool,
-            arguments,
+            ask.approval,
+            call.session,
+            call.call,
+            call.tool,
+            call.arguments,
             winner.id,
             winner.sha256,
-            label,
-            ask.why,
+            ask.label,
+            ask.ask.why,
             now,
             now + self._ttl_ms,
         )
-        self._add(approval)
+        self._add(approval, call)
         self._publish(ApprovalRequested(approval.info()))
-        log.info("asked the owner: %r (%s)", approval, ask.why.value)
-        return Pending(approval_id)
+        log.info("asked the owner: %r (%s)", approval, ask.ask.why.value)
 
-    def _add(self, approval: Approval) -> None:
+    def _add(self, approval: Approval, call: Call) -> None:
         self.approvals.add(approval)
+        self._calls[approval.id] = call
         self._settled[approval.id] = anyio.Event()
         self._changed.set()
 
     def _ever_used(self, approval_id: str) -> bool:
-        return self.broker.ledger.approval(approval_id) is not None
+        return self.book.ledger.approval(approval_id) is not None
 
     async def await_approval(self, message: AwaitApproval) -> Any:
         """Wait up to `wait_ms` for the approval to settle and its call to be answered."""
@@ -128,9 +144,9 @@ class Desk:
         except UnknownApproval:
             approval = None
         if approval is None:  # settled long ago: its call's answer is in the ledger
-            found = self.broker.ledger.approval(message.approval)
+            found = self.book.ledger.approval(message.approval)
             if found is not None and found[0] == message.session:
-                recorded = self.broker.ledger.lookup(*found)
+                recorded = self.book.lookup(found)
                 if recorded is not None and recorded.verdict is not None:
                     return ToolResponse(message.id, self._answer_of(found, recorded))
         if approval is None or approval.session != message.session:
@@ -138,35 +154,36 @@ class Desk:
             return Error(message.id, ErrorCode.UNKNOWN_APPROVAL, text)
         key = (approval.session, approval.call)
         settled = self._settled[approval.id]
-        if settled.is_set() and self.broker.calls.making(key) is None:
+        if settled.is_set() and self.book.making(key) is None:
             # Answered at once, with no checkpoint: `wait_ms = 0` must not hide an answer.
             return ToolResponse(message.id, self._answer(approval, key))
         with anyio.move_on_after(message.wait_ms / 1000):
             await settled.wait()
-            making = self.broker.calls.making(key)
+            making = self.book.making(key)
             if making is not None:
                 return ToolResponse(message.id, await making.wait())
             return ToolResponse(message.id, self._answer(approval, key))
         return ToolResponse(message.id, Pending(approval.id))
 
-    def _answer(self, approval: Approval, key: tuple[str, str]) -> Outcome:
+    def _answer(self, approval: Approval, key: Key) -> Outcome:
         """The answer of a settled approval's call, kept or rebuilt from the ledger."""
-        outcome = self.broker.calls.kept(key)
+        outcome = self.book.kept(key)
         if outcome is None:
-            recorded = self.broker.ledger.lookup(*key)
+            recorded = self.book.lookup(key)
             outcome = replay(recorded) if recorded is not None else Pending(approval.id)
         return outcome
 
-    def _answer_of(self, key: tuple[str, str], recorded: CallRecords) -> Outcome:
-        return self.broker.calls.kept(key) or replay(recorded)
+    def _answer_of(self, key: Key, recorded: CallRecords) -> Outcome:
+        return self.book.kept(key) or replay(recorded)
 
-    # --- verdicts --------------------------------------------------------------------------
+    # --- verdicts and expiry -------------------------------------------------------------------
 
     def pending(self) -> list[Approval]:
         return sorted(self.approvals.pending(), key=lambda a: a.requested_ms)
 
     async def verdict(self, message: VerdictRequest) -> Any:
-        """The owner's answer, recorded before anything follows from it."""
+        """The owner's answer, recorded before anything follows from it; the reply comes
+        once it is durable, and an approved call runs on after it."""
         try:
             approval = self.approvals.get(message.approval)
         except UnknownApproval:
@@ -174,101 +191,64 @@ class Desk:
                 text = f"approval {message.approval} is already settled"
                 return Error(message.id, ErrorCode.ALREADY_SETTLED, text)
             return Error(message.id, ErrorCode.UNKNOWN_APPROVAL, f"no approval {message.approval}")
-        if approval.state is not ApprovalState.PENDING or approval.id in self._settling:
-            state = approval.state if approval.id not in self._settling else "being settled"
-            text = f"approval {approval.id} is already {state}"
+        call = self._calls.get(approval.id)
+        if approval.state is not ApprovalState.PENDING or call is None:
+            text = f"approval {approval.id} is already {approval.state}"
             return Error(message.id, ErrorCode.ALREADY_SETTLED, text)
-        self._settling.add(approval.id)
-        try:
-            return await self._settle(message, approval)
-        finally:
-            self._settling.discard(approval.id)
+        decision: policy.Decision | None = None
+        if message.approve and call.phase is Phase.PENDING:
+            try:
+                decision = self.judge.redecide(call.session, call.tool, call.arguments)
+            except StateError as error:  # the call cannot be judged, so it is not run
+                return Error(message.id, ErrorCode.UNAVAILABLE, str(error))
+        said: list[Settle | Refuse] = []
+        heard = anyio.Event()
 
-    async def _settle(self, message: VerdictRequest, approval: Approval) -> Any:
-        if not message.approve:
-            outcome = await self._end(
-                approval, Move.REFUSE, message.by, message.scope, DenyReason.OWNER_DENIED
-            )
-            if outcome is None:
-                return Error(message.id, ErrorCode.UNAVAILABLE, "audit unavailable")
-            return Settled(message.id, approval.id, ApprovalState.REFUSED, DenyReason.OWNER_DENIED)
-        broker = self.broker
-        try:
-            label = broker.state.read(approval.session)
-        except Exception as error:  # StateError: the call cannot be judged, so it is not run
-            return Error(message.id, ErrorCode.UNAVAILABLE, str(error))
-        decision = policy.redecide(
-            label, approval.tool, approval.arguments, broker.grants.current().valid, broker.own
-        )
-        if isinstance(decision, policy.Denied):
-            outcome = await self._end(
-                approval, Move.APPROVE, message.by, message.scope, decision.reason
-            )
-            if outcome is None:
-                return Error(message.id, ErrorCode.UNAVAILABLE, "audit unavailable")
-            return Settled(message.id, approval.id, ApprovalState.APPROVED, decision.reason)
-        entry = records.verdict(
-            approval=approval.id,
-            approve=True,
-            by=message.by,
-            scope=message.scope.value,
-            outcome="allowed",
-            grant=decision.winner.id,
-            grant_sha256=decision.winner.sha256,
-        )
-        try:
-            await broker.committer.append([entry])
-        except LedgerUnavailable:
-            return Error(message.id, ErrorCode.UNAVAILABLE, "audit unavailable")
-        moved = self.approvals.move(approval.id, Move.APPROVE)
-        if message.scope is Scope.SESSION:
-            self.approvals.remember_scope(moved)
-        key = (approval.session, approval.call)
-        broker.calls.start(key)
+        def tell(call: Call, effect: Effect) -> None:
+            self._told(call, effect)
+            if isinstance(effect, Settle | Refuse) and not said:
+                said.append(effect)
+                heard.set()
+
+        # The first step is taken now, before anything awaits: a second verdict finds the
+        # call being settled. The rest runs on its own, past the reply.
+        seen = self._seer(approval.id)
+        call, effects = step(call, Verdict(message.approve, message.by, message.scope, decision))
+        seen(call)
         assert self._tasks is not None
-        self._tasks.start_soon(self._run_approved, key, decision)
-        self._announce(moved, None)
-        return Settled(message.id, approval.id, ApprovalState.APPROVED)
+        self._tasks.start_soon(self.driver.carry_out, call, effects, tell, seen)
+        await heard.wait()
+        answer = said[0]
+        if isinstance(answer, Refuse):
+            code = ErrorCode.UNAVAILABLE if answer.unavailable else ErrorCode.ALREADY_SETTLED
+            return Error(message.id, code, answer.why)
+        return Settled(message.id, approval.id, answer.state, answer.reason)
 
-    async def _run_approved(self, key: tuple[str, str], allowed: policy.Allowed) -> None:
-        outcome: Outcome = Denied(DenyReason.AUDIT_UNAVAILABLE)
-        try:
-            outcome = await self.broker.run(key, allowed)
-        finally:
-            self.broker.calls.finish(key, outcome)
+    def _seer(self, approval: str) -> Callable[[Call], None]:
+        """Keeps the desk's copy of the call as it moves; forgets it once answered."""
 
-    async def _end(
-        self, approval: Approval, move: Move, by: str, scope: Scope, reason: DenyReason
-    ) -> Outcome | None:
-        """Settle with a denial: record it, answer the call, tell the owner's side."""
-        entry = records.verdict(
-            approval=approval.id,
-            approve=move is Move.APPROVE,
-            by=by,
-            scope=scope.value,
-            outcome="denied",
-            reason=reason.value,
-        )
-        try:
-            await self.broker.committer.append([entry])
-        except LedgerUnavailable:
-            return None
-        try:
-            moved = self.approvals.move(approval.id, move)
-        except AlreadySettled:
-            return None
-        outcome = Denied(reason)
-        self.broker.calls.finish((approval.session, approval.call), outcome)
-        self._announce(moved, reason)
-        return outcome
+        def seen(now: Call) -> None:
+            if now.phase is Phase.ANSWERED:
+                self._calls.pop(approval, None)
+            else:
+                self._calls[approval] = now
 
-    def _announce(self, approval: Approval, reason: DenyReason | None) -> None:
-        self._settled[approval.id].set()
-        self._publish(ApprovalSettled(approval.id, approval.session, approval.state, reason))
+        return seen
+
+    def _told(self, call: Call, effect: Effect) -> None:
+        """What a verdict or the expiry settled: the owner's side hears of it; an approval for
+        the whole session is remembered; an approved call is in flight before anyone asks."""
+        if not isinstance(effect, Settle):
+            return
+        moved = self.approvals.move(effect.approval, effect.move)
+        if effect.reason is None:  # approved, and it runs: a repeat waits for its answer
+            self.book.start(call.key)
+            if effect.scope is Scope.SESSION:
+                self.approvals.remember_scope(moved)
+        self._settled[moved.id].set()
+        self._publish(ApprovalSettled(moved.id, moved.session, moved.state, effect.reason))
         for forgotten in self.approvals.forget_settled():
             self._settled.pop(forgotten, None)
-
-    # --- expiry and restart ------------------------------------------------------------------
 
     async def run(self) -> None:
         """Expire approvals nobody answered in time (§9.3), until cancelled."""
@@ -276,19 +256,17 @@ class Desk:
             self._tasks = tasks
             while True:
                 for approval in self.approvals.due(self._clock()):
-                    if approval.id not in self._settling:
-                        await self._end(
-                            approval,
-                            Move.EXPIRE,
-                            EXPIRED_BY,
-                            Scope.ONCE,
-                            DenyReason.APPROVAL_EXPIRED,
-                        )
+                    call = self._calls.get(approval.id)
+                    if call is not None:
+                        seen = self._seer(approval.id)
+                        await self.driver.drive(call, Expired(), self._told, seen)
                 self._changed = anyio.Event()
                 due = self.approvals.next_expiry()
                 wait = 3600.0 if due is None else max(0.0, (due - self._clock()) / 1000)
                 with anyio.move_on_after(min(wait, 3600.0)):
                     await self._changed.wait()
+
+    # --- after a restart ---------------------------------------------------------------------
 
     def rebuild(self, unsettled: list[CallRecords], scoped: list[CallRecords]) -> None:
         """The pending approvals and the session scopes, from the ledger's records (§9.4);
@@ -297,7 +275,11 @@ class Desk:
             if held.decision["outcome"] == "pending" and held.verdict is None:
                 approval = self._rebuilt(held)
                 if approval is not None:
-                    self._add(approval)
+                    again = pending_again(
+                        approval.id, approval.session, approval.call, approval.tool,
+                        approval.arguments,
+                    )  # fmt: skip
+                    self._add(approval, again)
         for held in scoped:
             verdict = held.verdict
             if verdict is not None and verdict["approve"] and verdict["scope"] == "session":

@@ -48,15 +48,6 @@ CREATE INDEX IF NOT EXISTS scoped ON calls (decision) WHERE scope = 'session';
 
 
 @dataclass(frozen=True, slots=True)
-class CallRecords:
-    """One call's records (I8), as parsed dicts: its decision, verdict and execution."""
-
-    decision: Record
-    verdict: Record | None = None
-    executed: Record | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class Where:
     """Where one call's records start in the ledger (byte offsets of their lines)."""
 

@@ -31,6 +31,7 @@ from bxcore import witness as witnesses
 from bxcore.atomic import write_atomically
 from services.brokerd.core.records import (
     GENESIS,
+    CallRecords,
     Entry,
     Head,
     Record,
@@ -40,7 +41,7 @@ from services.brokerd.core.records import (
     parse_line,
     recovered,
 )
-from services.brokerd.index import INDEXED, START, CallRecords, Index, IndexError_, Mark, Where
+from services.brokerd.index import INDEXED, START, Index, IndexError_, Mark, Where
 from services.brokerd.ledger_scan import (
     LedgerUnavailable,
     cause,

@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from pathlib import Path
+from typing import Any
 
 from bxcore.atomic import write_atomically
 from bxcore.errors import one_line
 from bxcore.ids import parent_of_sub, valid_session
 from bxcore.labels import SESSION_DEFAULT, DataClass, Label
+from bxcore.messages import Error, ErrorCode, State, StateQuery
 
 MAX_STATE_BYTES = 4096
 CACHED = 4096  # sessions whose label is kept in memory
@@ -121,3 +123,12 @@ class StateStore:
             return decode_label(data)
         except (ValueError, RecursionError) as error:
             raise StateError(f"{path} is damaged: {one_line(error)}") from None
+
+
+def answer_state(labels: StateStore, message: StateQuery, *, peek: bool = False) -> Any:
+    """The session's label; `peek` (the owner asking) never creates a sub-agent's file."""
+    look = labels.peek if peek else labels.read
+    try:
+        return State(message.id, message.session, look(message.session))
+    except StateError as error:
+        return Error(message.id, ErrorCode.UNAVAILABLE, str(error))

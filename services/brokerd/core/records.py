@@ -42,6 +42,15 @@ class Head:
         return f"{self.seq}:{self.hash[:12]}"
 
 
+@dataclass(frozen=True, slots=True)
+class CallRecords:
+    """One call's records (I8), as parsed dicts: its decision, verdict and execution."""
+
+    decision: Record
+    verdict: Record | None = None
+    executed: Record | None = None
+
+
 # --- the field table -----------------------------------------------------------------------
 
 

@@ -11,8 +11,8 @@ import pytest
 
 from bxcore.labels import DataClass, Label
 from services.brokerd.core import records
+from services.brokerd.core.records import CallRecords
 from services.brokerd.desk import Desk
-from services.brokerd.index import CallRecords
 
 PRIVATE = Label(DataClass.PRIVATE, False)
 
@@ -34,7 +34,8 @@ def test_a_pending_decision_without_its_grant_is_logged_and_the_others_are_rebui
     del broken.decision["grant"]
 
     async def rebuilt() -> list[str]:
-        desk = Desk(SimpleNamespace(), lambda _: None, 60.0)  # type: ignore[arg-type]
+        nothing = SimpleNamespace()
+        desk = Desk(book=nothing, driver=nothing, judge=nothing, publish=print, ttl_s=60.0)  # type: ignore[arg-type]
         desk.rebuild([broken, pending("c2")], [])
         return [approval.call for approval in desk.approvals.pending()]
 

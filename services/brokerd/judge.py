@@ -1,0 +1,49 @@
+"""The facts a decision is made of (SPEC §5.2): the session's label (`StateStore`), the grants
+as they are now (`GrantsFolder`) and boxmaker's own places; and `policy.decide` and
+`policy.redecide` on them. Shared by the broker socket, the desk and `explain`.
+"""
+
+from __future__ import annotations
+
+from bxcore.labels import Label
+from services.brokerd.core import policy
+from services.brokerd.core.view import NO_PLACES, OwnPlaces
+from services.brokerd.grants_folder import GrantsFolder
+from services.brokerd.state import StateStore
+
+
+class Judge:
+    def __init__(
+        self, labels: StateStore, grants: GrantsFolder, own: OwnPlaces = NO_PLACES
+    ) -> None:
+        self.labels = labels
+        self.grants = grants
+        self.own = own  # boxmaker's own places: never a tool's, whatever the grants say
+
+    def __repr__(self) -> str:
+        return f"Judge({self.labels!r}, {self.grants!r})"
+
+    def decide(self, session: str, tool: str, arguments: str) -> tuple[Label, policy.Decision]:
+        """The session's label and the decision on it; `StateError` when the label cannot
+        be read."""
+        label = self.labels.read(session)
+        grants = self.grants.current().valid
+        return label, policy.decide(label, tool, arguments, grants, own=self.own)
+
+    def redecide(self, session: str, tool: str, arguments: str) -> policy.Decision:
+        """An approved call decided again now (§9.2); `StateError` as `decide`."""
+        label = self.labels.read(session)
+        grants = self.grants.current().valid
+        return policy.redecide(label, tool, arguments, grants, self.own)
+
+    def approved(self, ask: policy.Ask) -> policy.Allowed:
+        """What a call the owner approved for its whole session runs as (§9.2)."""
+        return policy.approved(ask, self.grants.current().valid, self.own)
+
+    def explain(self, label: Label, tool: str, arguments: str, trace: list[str]) -> policy.Decision:
+        """`decide` with every step written to `trace`, and nothing else touched."""
+        grants = self.grants.current()
+        if grants.invalid:
+            names = ", ".join(g.id for g in grants.invalid)
+            trace.append(f"invalid grants, never matching: {names}")
+        return policy.decide(label, tool, arguments, grants.valid, trace, self.own)
