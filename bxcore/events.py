@@ -7,7 +7,6 @@ before it trusts the stream; a publisher whose subscribers are slow drops, never
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
 from typing import Any
 
 import zmq
@@ -42,20 +41,3 @@ class Publisher:
 
     def close(self) -> None:
         self._socket.close(linger=0)
-
-
-async def subscribe(ctx: zmq.asyncio.Context, endpoint: str) -> AsyncIterator[Any]:
-    """Every message published at `endpoint`, decoded; frames that do not decode are skipped."""
-    socket = ctx.socket(zmq.SUB)
-    tune(socket)
-    socket.setsockopt(zmq.SUBSCRIBE, b"")
-    socket.connect(endpoint)
-    try:
-        while True:
-            frame = await socket.recv()
-            try:
-                yield wire.decode(frame)
-            except wire.DecodeError as error:
-                log.warning("skipped a bad event from %s: %s", endpoint, error)
-    finally:
-        socket.close(linger=0)

@@ -20,13 +20,6 @@ class ToolName(enum.StrEnum):
     HTTP_FETCH = "http_fetch"
     MEMORY = "memory"
 
-    @classmethod
-    def parse(cls, name: str) -> ToolName | None:
-        try:
-            return cls(name)
-        except ValueError:
-            return None
-
 
 class Kind(enum.StrEnum):
     """What an argument field holds, and so how it is checked (§4.2)."""
@@ -197,8 +190,3 @@ SPAWN = ToolSpec(
     fields=(Field("task", Kind.TEXT, "Everything the sub-agent needs to know to do the task."),),
     runner=Runner.LOOPD,
 )
-
-
-def spec_of(name: str) -> ToolSpec | None:
-    """The description of a brokered tool, or None for an unknown name."""
-    return BROKERED.get(name)

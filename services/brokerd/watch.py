@@ -90,11 +90,6 @@ class FolderWatch:
         added: int = _LIBC.inotify_add_watch(self._fd, os.fsencode(self.folder), MASK)
         return added >= 0
 
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
 
 def _lost(data: bytes) -> bool:
     """True when an event says the watch itself is gone (folder removed or moved)."""

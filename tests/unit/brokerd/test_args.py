@@ -9,7 +9,6 @@ import pytest
 
 from bxcore import tools
 from bxcore.tools import Field, Kind, ToolSpec, Variant
-from services.brokerd.core import args
 from services.brokerd.core.args import (
     MAX_ARGUMENTS,
     MAX_DETAIL,
@@ -38,16 +37,6 @@ def refusal(tool: str, arguments: str) -> ArgsError:
 
 def test_the_limits_are_those_of_the_spec() -> None:
     assert (MAX_PATH, MAX_URL, MAX_DETAIL, MAX_ARGUMENTS) == (4096, 2048, 300, 2097152)
-
-
-@pytest.mark.parametrize("name", ["read_file", "write_file", "shell", "http_fetch", "memory"])
-def test_tool_name_is_re_exported_and_knows_the_brokered_tools(name: str) -> None:
-    assert args.ToolName.parse(name) == name
-
-
-@pytest.mark.parametrize("name", ["spawn", "Read_file", "", "exec"])
-def test_tool_name_knows_no_other_tool(name: str) -> None:
-    assert args.ToolName.parse(name) is None
 
 
 @pytest.mark.parametrize("name", ["spawn", "exec", ""])
