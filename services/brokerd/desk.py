@@ -255,16 +255,19 @@ class Desk:
         async with anyio.create_task_group() as tasks:
             self._tasks = tasks
             while True:
-                for approval in self.approvals.due(self._clock()):
-                    call = self._calls.get(approval.id)
-                    if call is not None:
-                        seen = self._seer(approval.id)
-                        await self.driver.drive(call, Expired(), self._told, seen)
+                await self.expire_due()
                 self._changed = anyio.Event()
                 due = self.approvals.next_expiry()
                 wait = 3600.0 if due is None else max(0.0, (due - self._clock()) / 1000)
                 with anyio.move_on_after(min(wait, 3600.0)):
                     await self._changed.wait()
+
+    async def expire_due(self) -> None:
+        """Expire every approval whose time is over by the desk's clock."""
+        for approval in self.approvals.due(self._clock()):
+            call = self._calls.get(approval.id)
+            if call is not None:
+                await self.driver.drive(call, Expired(), self._told, self._seer(approval.id))
 
     # --- after a restart ---------------------------------------------------------------------
 
