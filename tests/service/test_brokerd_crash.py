@@ -52,8 +52,8 @@ from bxcore.clock import now_ms
 from bxcore.home import Home
 from bxcore.labels import SESSION_DEFAULT
 from bxcore.messages import Denied, Done, Failed, Outcome, ToolRequest, ToolResponse
-from services.brokerd.core.call import ALREADY_RAN, UNKNOWN
 from services.brokerd.core import records
+from services.brokerd.core.call import ALREADY_RAN, UNKNOWN
 from services.brokerd.core.chain import ChainReport
 from services.brokerd.core.records import Head
 from services.brokerd.verify import verify
