@@ -15,18 +15,7 @@ from typing import Any
 import httpx
 
 from bxcore.tools import ToolSpec
-from services.loopd.http_model import HttpModel
-from services.loopd.model import (
-    Assistant,
-    Message,
-    Reply,
-    ToolCall,
-    ToolResult,
-    User,
-    clean,
-    tool_calls,
-)
-from services.loopd.model_http import (
+from services.loopd.http_client import (
     answered_error,
     invalid,
     is_event_stream,
@@ -34,6 +23,16 @@ from services.loopd.model_http import (
     read_json,
     sse_events,
 )
+from services.loopd.http_provider import HttpProvider
+from services.loopd.model import (
+    Assistant,
+    Message,
+    Reply,
+    ToolCall,
+    ToolResult,
+    User,
+)
+from services.loopd.replies import clean, tool_calls
 from services.loopd.schemas import tool_schema
 
 VERSION = "2023-06-01"
@@ -237,7 +236,7 @@ def _string(value: object, where: str) -> str:
 # -- the model ------------------------------------------------------------------------------
 
 
-class AnthropicModel(HttpModel):
+class AnthropicModel(HttpProvider):
     """Claude through the Messages API."""
 
     def _url(self, base_url: str) -> str:

@@ -37,7 +37,8 @@ from bxcore.messages import (
 from bxcore.router import Router
 from bxcore.wire import MAX_MESSAGE
 from services.loopd.history import SessionLog
-from services.loopd.model import Model, make_model
+from services.loopd.model import Model
+from services.loopd.providers import make_model
 from services.loopd.sessions import Sessions
 from services.loopd.turn import Turns
 

@@ -174,9 +174,25 @@ def read_events(path: Path, after: int = 0) -> Generator[tuple[TurnEvent, int], 
         return
 
 
+@dataclass(slots=True)
+class _Turn:
+    """What one turn's records say, kept up to date as each record is taken, so that a step
+    reads it at once instead of going over every record of the session again."""
+
+    messages: list[Message] = field(default_factory=list)  # what the model has had
+    steps: int = 0  # model replies
+    reply: ModelReply | None = None  # the last one
+    answered: set[str] = field(default_factory=set)  # calls with a result
+    calls_shown: int = 0  # tool_called events since the last reply
+    text_shown: bool = False  # an assistant_text event since the last reply
+    error: str | None = None  # the last error event's message
+    failed: bool = False  # the last turn_end's reason is `error`
+
+
 @dataclass
 class SessionLog:
-    """One session's history file and what loopd knows from it."""
+    """One session's history file and what loopd knows from it: every record, and each
+    turn's summary (`_Turn`), both kept as records are taken, at load and at each append."""
 
     session: str
     path: Path
@@ -188,6 +204,8 @@ class SessionLog:
     spawns: dict[str, str] = field(default_factory=dict)  # call id -> child session
     updated: str = ""  # when the file was last written
     size: int = 0  # the file's length in bytes
+    _turns: dict[int, _Turn] = field(default_factory=dict, init=False)
+    _calls: dict[str, Call] = field(default_factory=dict, init=False)  # every call, by our id
 
     def __repr__(self) -> str:
         return f"SessionLog({self.session}: {self.turns} turns, {len(self.unfinished())} open)"
@@ -222,14 +240,38 @@ class SessionLog:
 
     def _take(self, record: Record) -> None:
         self.records.append(record)
+        turn = self._turns.get(record.turn)
+        if turn is None:
+            turn = self._turns[record.turn] = _Turn()
         if isinstance(record, TurnEvent):
             self.seq = max(self.seq, record.seq)
-            if isinstance(record.event, OwnerSaid):
+            event = record.event
+            if isinstance(event, OwnerSaid):
                 self.turns = max(self.turns, record.turn)
-                self.owner_text[record.turn] = record.event.text
-            elif isinstance(record.event, TurnEnd):
+                self.owner_text[record.turn] = event.text
+                turn.messages.append(User(event.text))
+            elif isinstance(event, TurnEnd):
                 self.ended.add(record.turn)
-        elif isinstance(record, Spawned):
+                turn.failed = event.reason is EndReason.ERROR
+            elif isinstance(event, ToolCalled):
+                turn.calls_shown += 1
+            elif isinstance(event, AssistantText):
+                turn.text_shown = True
+            elif isinstance(event, TurnError):
+                turn.error = event.message
+        elif isinstance(record, ModelReply):
+            turn.steps += 1
+            turn.reply = record  # what follows is counted from here
+            turn.answered, turn.calls_shown, turn.text_shown = set(), 0, False
+            self._calls.update((call.id, call) for call in record.calls)
+            calls = tuple(ToolCall(c.model_id, c.name, c.arguments) for c in record.calls)
+            turn.messages.append(Assistant(record.text, calls))
+        elif isinstance(record, ToolResultRecord):
+            turn.answered.add(record.call)
+            call = self._calls.get(record.call)
+            if call is not None:  # loopd writes a result only after its call's reply
+                turn.messages.append(ToolResult(call.model_id, call.name, record.content))
+        else:
             self.spawns[record.call] = record.child
 
     def append(self, record: Record) -> None:
@@ -267,84 +309,47 @@ class SessionLog:
 
     def transcript(self, up_to: int) -> list[Message]:
         """The conversation the model has had, turns 1 to `up_to`, each turn in its order."""
-        calls: dict[str, Call] = {}
-        by_turn: dict[int, list[Message]] = {}
-        for record in self.records:
-            if isinstance(record, TurnEvent):
-                if isinstance(record.event, OwnerSaid) and record.turn <= up_to:
-                    by_turn.setdefault(record.turn, []).append(User(record.event.text))
-            elif isinstance(record, ModelReply) and record.turn <= up_to:
-                for call in record.calls:
-                    calls[call.id] = call
-                tool_calls = tuple(ToolCall(c.model_id, c.name, c.arguments) for c in record.calls)
-                by_turn.setdefault(record.turn, []).append(Assistant(record.text, tool_calls))
-            elif isinstance(record, ToolResultRecord) and record.turn <= up_to:
-                call = calls[record.call]
-                result = ToolResult(call.model_id, call.name, record.content)
-                by_turn.setdefault(record.turn, []).append(result)
-        return [message for turn in sorted(by_turn) for message in by_turn[turn]]
+        return [m for n in sorted(self._turns) if n <= up_to for m in self._turns[n].messages]
 
     def reply_calls(self, turn: int) -> tuple[Call, ...]:
         """Every call of `turn`'s last model reply, in the model's order (none: no reply)."""
-        replies = [r for r in self.records if isinstance(r, ModelReply) and r.turn == turn]
-        return replies[-1].calls if replies else ()
+        reply = self._turn(turn).reply
+        return reply.calls if reply is not None else ()
 
     def open_calls(self, turn: int) -> list[tuple[Call, bool]]:
         """The calls of `turn`'s last model reply that have no result yet (after a crash),
-        each with whether the owner was already shown its `tool_called` event."""
-        last: ModelReply | None = None
-        answered: set[str] = set()
-        shown = 0  # tool_called events since that reply; calls run one after another
-        for record in self.records:
-            if isinstance(record, ModelReply) and record.turn == turn:
-                last, answered, shown = record, set(), 0
-            elif isinstance(record, ToolResultRecord) and record.turn == turn:
-                answered.add(record.call)
-            elif (
-                isinstance(record, TurnEvent)
-                and record.turn == turn
-                and isinstance(record.event, ToolCalled)
-            ):
-                shown += 1
-        if last is None:
+        each with whether the owner was already shown its `tool_called` event (calls run one
+        after another, so the first `calls_shown` were)."""
+        found = self._turn(turn)
+        if found.reply is None:
             return []
         return [
-            (call, index < shown)
-            for index, call in enumerate(last.calls)
-            if call.id not in answered
+            (call, index < found.calls_shown)
+            for index, call in enumerate(found.reply.calls)
+            if call.id not in found.answered
         ]
 
     def final_answer(self, turn: int) -> tuple[str, bool] | None:
         """When `turn`'s last model reply called no tool, the turn only lacks its end (a crash
         came first): that reply's text, and whether the owner was shown it. Else None."""
-        last: ModelReply | None = None
-        shown = False
-        for record in self.records:
-            if isinstance(record, ModelReply) and record.turn == turn:
-                last, shown = record, False
-            elif isinstance(record, TurnEvent) and record.turn == turn:
-                shown = shown or isinstance(record.event, AssistantText)
-        if last is None or last.calls:
+        found = self._turn(turn)
+        if found.reply is None or found.reply.calls:
             return None
-        return last.text, shown
+        return found.reply.text, found.text_shown
 
     def steps(self, turn: int) -> int:
         """How many times the model has answered in `turn`."""
-        return sum(1 for r in self.records if isinstance(r, ModelReply) and r.turn == turn)
+        return self._turn(turn).steps
 
     def failure(self, turn: int) -> str | None:
         """Why `turn` ended with an error (its last `error` event), or None if it did not."""
-        message: str | None = None
-        failed = False
-        for record in self.records:
-            if isinstance(record, TurnEvent) and record.turn == turn:
-                if isinstance(record.event, TurnError):
-                    message = record.event.message
-                elif isinstance(record.event, TurnEnd):
-                    failed = record.event.reason is EndReason.ERROR
-        return (message or "no reason was given") if failed else None
+        found = self._turn(turn)
+        return (found.error or "no reason was given") if found.failed else None
 
     def last_text(self, turn: int) -> str:
         """The model's last words in `turn` (a sub-agent's answer)."""
-        texts = [r.text for r in self.records if isinstance(r, ModelReply) and r.turn == turn]
-        return texts[-1] if texts else ""
+        reply = self._turn(turn).reply
+        return reply.text if reply is not None else ""
+
+    def _turn(self, turn: int) -> _Turn:
+        return self._turns.get(turn) or _Turn()

@@ -15,17 +15,7 @@ from typing import Any
 import httpx
 
 from bxcore.tools import ToolSpec
-from services.loopd.http_model import HttpModel
-from services.loopd.model import (
-    Assistant,
-    Message,
-    Reply,
-    ToolResult,
-    User,
-    clean,
-    tool_calls,
-)
-from services.loopd.model_http import (
+from services.loopd.http_client import (
     answered_error,
     invalid,
     is_event_stream,
@@ -33,6 +23,15 @@ from services.loopd.model_http import (
     read_json,
     sse_events,
 )
+from services.loopd.http_provider import HttpProvider
+from services.loopd.model import (
+    Assistant,
+    Message,
+    Reply,
+    ToolResult,
+    User,
+)
+from services.loopd.replies import clean, tool_calls
 from services.loopd.schemas import tool_schema
 
 
@@ -245,7 +244,7 @@ def _add_calls(partials: dict[int, _Partial], deltas: object) -> None:
 # -- the model ------------------------------------------------------------------------------
 
 
-class OpenAIModel(HttpModel):
+class OpenAIModel(HttpProvider):
     """A chat-completions server."""
 
     def _url(self, base_url: str) -> str:

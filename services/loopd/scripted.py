@@ -18,8 +18,8 @@ from services.loopd.model import (
     Reply,
     ToolResult,
     User,
-    tool_calls,
 )
+from services.loopd.replies import tool_calls
 
 MAX_SCRIPT_BYTES = 16 * 1024 * 1024
 _ANSWER_KEYS = frozenset({"text", "tool_calls", "match"})

@@ -1,16 +1,31 @@
-"""What the model reads back from a tool call (SPEC §10.3, §3.5).
+"""What the model reads back from a tool call (SPEC §10.3, §3.5), and whether the call worked.
 
 `done` is the output cut by `cap_result`; `denied` is `denial_message(reason, detail)`;
 `error` is `Error: …`; `pending` is nothing yet; a call past `max_calls_per_reply` in one
-answer is `too_many_calls`. Pure: no I/O.
+answer is `too_many_calls`. Success is the `ok` of a `CallResult`, never read back from its
+text. Pure: no I/O.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from bxcore.deny import DenyReason, denial_text
-from bxcore.messages import Denied, Done, Failed, Outcome
+from bxcore.messages import Denied, Done, Failed
 
 CAP = 64 * 1024  # characters
+
+FinalOutcome = Done | Denied | Failed  # every outcome but `pending`, which is not a result yet
+
+
+@dataclass(frozen=True, slots=True)
+class CallResult:
+    """What the model reads for one call (`content`), and whether the call did its work
+    (`ok`: false for a denial, an error, or a command that failed). Only `content` is kept in
+    the history: `ok` is for the owner's `tool_done` event, told when the call ends."""
+
+    content: str
+    ok: bool
 
 
 def denial_message(reason: DenyReason, detail: str | None) -> str:
@@ -29,21 +44,24 @@ def cap_result(output: str) -> str:
     return f"{output[:CAP]}\n[… {len(output) - CAP} more characters cut]"
 
 
-def too_many_calls(cap: int) -> str:
+def failed(message: str) -> CallResult:
+    """A call that could not do its work: the model reads `Error: {message}`."""
+    return CallResult(f"Error: {message}", ok=False)
+
+
+def too_many_calls(cap: int) -> CallResult:
     """What the model reads for each call of one answer past the first `cap` (never sent to
     brokerd): `[loop] max_calls_per_reply`."""
-    return (
-        f"Error: only the first {cap} tool calls of one answer are run; "
+    return failed(
+        f"only the first {cap} tool calls of one answer are run; "
         "send the rest again in a later answer."
     )
 
 
-def result_text(outcome: Outcome) -> str | None:
-    """What the model reads for a final outcome; None while it is pending."""
+def result_of(outcome: FinalOutcome) -> CallResult:
+    """What the model reads for a final outcome."""
     if isinstance(outcome, Done):
-        return cap_result(outcome.output)
+        return CallResult(cap_result(outcome.output), outcome.ok)
     if isinstance(outcome, Denied):
-        return denial_message(outcome.reason, outcome.detail)
-    if isinstance(outcome, Failed):
-        return f"Error: {outcome.message}"
-    return None
+        return CallResult(denial_message(outcome.reason, outcome.detail), ok=False)
+    return failed(outcome.message)

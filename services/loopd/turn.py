@@ -53,7 +53,14 @@ from services.loopd.history import (
     encode,
 )
 from services.loopd.model import Model, ModelError
-from services.loopd.tools import cap_result, result_text, too_many_calls
+from services.loopd.tools import (
+    CallResult,
+    FinalOutcome,
+    cap_result,
+    failed,
+    result_of,
+    too_many_calls,
+)
 
 log = logging.getLogger("loopd")
 
@@ -155,7 +162,7 @@ class Turns:
         beyond = {call.id for call in reply_calls[cap:]}
         for call, shown in open_calls:
             if call.id in beyond:
-                session.append(ToolResultRecord(turn, call.id, too_many_calls(cap)))
+                session.append(ToolResultRecord(turn, call.id, too_many_calls(cap).content))
             else:
                 await self._call(session, turn, call, depth, shown=shown)
 
@@ -168,22 +175,19 @@ class Turns:
         if not shown:
             self.emit(session, turn, ToolCalled(tool, cap_result(call.arguments)))
         if call.name == SPAWN.name:
-            content = await self._spawn(session, turn, call, depth)
-            self.emit(
-                session,
-                turn,
-                ToolDone(tool, not content.startswith("Error:"), len(content.encode())),
-            )
+            result = await self._spawn(session, turn, call, depth)
+            size = len(result.content.encode())
+            self.emit(session, turn, ToolDone(tool, result.ok, size))
         else:
             if tool == "?":  # no tool has such a name, and the wire cannot carry it
-                outcome: Outcome = Denied(DenyReason.UNKNOWN_TOOL)
+                outcome: FinalOutcome = Denied(DenyReason.UNKNOWN_TOOL)
             else:
                 outcome = await self._broker_call(session, turn, call)
             self._tell_owner(session, turn, tool, outcome)
-            content = result_text(outcome) or ""
-        session.append(ToolResultRecord(turn, call.id, content))
+            result = result_of(outcome)
+        session.append(ToolResultRecord(turn, call.id, result.content))
 
-    def _tell_owner(self, session: SessionLog, turn: int, tool: str, outcome: Outcome) -> None:
+    def _tell_owner(self, session: SessionLog, turn: int, tool: str, outcome: FinalOutcome) -> None:
         if isinstance(outcome, Done):
             size = len(outcome.output.encode("utf-8", "replace"))
             self.emit(session, turn, ToolDone(tool, outcome.ok, size))
@@ -192,7 +196,7 @@ class Turns:
         elif isinstance(outcome, Failed):
             self.emit(session, turn, TurnError(short(f"{tool}: {outcome.message}")))
 
-    async def _broker_call(self, session: SessionLog, turn: int, call: Call) -> Outcome:
+    async def _broker_call(self, session: SessionLog, turn: int, call: Call) -> FinalOutcome:
         request = ToolRequest(_rid(), session.session, call.id, call.name, call.arguments)
         if len(wire.encode(request)) > wire.MAX_MESSAGE:  # brokerd would never receive it
             return Denied(DenyReason.INVALID_ARGUMENTS, TOO_LARGE)
@@ -206,7 +210,7 @@ class Turns:
         finally:
             client.close()
 
-    async def _wait(self, client: Client, session: str, approval: str) -> Outcome:
+    async def _wait(self, client: Client, session: str, approval: str) -> FinalOutcome:
         """Long-poll until the approval settles and the call is answered."""
         while True:
             answer = await self._ask(client, AwaitApproval(_rid(), session, approval, WAIT_MS))
@@ -225,21 +229,21 @@ class Turns:
             return Failed(f"brokerd refused the request: {answer.message}")
         return Failed(f"brokerd answered {type(answer).__name__}")
 
-    async def _spawn(self, parent: SessionLog, turn: int, call: Call, depth: int) -> str:
+    async def _spawn(self, parent: SessionLog, turn: int, call: Call, depth: int) -> CallResult:
         """A sub-agent's turn; its answer reaches the parent only after `absorb` (§6.4)."""
         task = _task_of(call.arguments)
         if task is None:
-            return 'Error: spawn takes {"task": "…"}: one string field, nothing else.'
+            return failed('spawn takes {"task": "…"}: one string field, nothing else.')
         if depth + 1 > self.config.loop.max_depth:
-            return f"Error: sub-agents may be nested at most {self.config.loop.max_depth} deep."
+            return failed(f"sub-agents may be nested at most {self.config.loop.max_depth} deep.")
         child_id = parent.spawns.get(call.id)
         if child_id is None:
             child_id = self._fresh_child(parent)
             if child_id is None:
-                return "Error: this session's id is too long to start a sub-agent from."
+                return failed("this session's id is too long to start a sub-agent from.")
             first = TurnEvent(child_id, 1, 1, OwnerSaid(task))
             if len(encode(first)) > wire.MAX_MESSAGE // 2:  # it must fit in an event and a page
-                return "Error: the task is too long for a sub-agent's first message."
+                return failed("the task is too long for a sub-agent's first message.")
             parent.append(Spawned(turn, call.id, child_id))
         with self._held(child_id) as child:
             if child.turns == 0:
@@ -254,10 +258,10 @@ class Turns:
         finally:
             client.close()
         if not isinstance(absorbed, State):
-            return "Error: the sub-agent's label could not be taken on, so its answer is held."
+            return failed("the sub-agent's label could not be taken on, so its answer is held.")
         if failure is not None:  # a failed spawn is a result the model reads (§10.5)
-            return f"Error: the sub-agent stopped with an error: {failure}"
-        return cap_result(text or "(the sub-agent gave no answer)")
+            return failed(f"the sub-agent stopped with an error: {failure}")
+        return CallResult(cap_result(text or "(the sub-agent gave no answer)"), ok=True)
 
     def _fresh_child(self, parent: SessionLog) -> str | None:
         """The next `sub-<parent>-<n>` (n from the spawns so far + 1) that no session has

@@ -213,5 +213,5 @@ def test_a_resumed_turn_still_sends_no_call_past_max_calls_per_reply(capped: Loo
     decided = [r for r in records_of(loop.home, "capped") if r["kind"] == "decision"]
     assert [r["tool"] for r in decided] == ["shell"]
     results = tool_results(loop.conversations.requests(words)[-1])
-    assert results == ["[exit status 0]", too_many_calls(1)]
+    assert results == ["[exit status 0]", too_many_calls(1).content]
     assert [e for e in events if isinstance(e, TurnError)] == [TurnError(too_many_calls_said(2, 1))]

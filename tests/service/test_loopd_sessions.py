@@ -209,7 +209,7 @@ def test_only_the_first_max_calls_per_reply_calls_of_one_answer_reach_brokerd(lo
     results = tool_results(loop.conversations.requests(words)[-1])
     assert len(results) == asked  # every call of the answer has its result, in its order
     assert results[:cap] == ["no notes match"] * cap
-    sentence = too_many_calls(cap)
+    sentence = too_many_calls(cap).content
     assert results[cap:] == [sentence] * 8
     assert sentence == (
         f"Error: only the first {cap} tool calls of one answer are run; "

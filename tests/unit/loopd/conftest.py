@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from bxcore.config import ModelConfig
-from services.loopd.model import Model, make_model
+from services.loopd.model import Model
+from services.loopd.providers import make_model
 from tests.fakes.model_server import FakeModel
 
 Connect = Callable[..., Model]

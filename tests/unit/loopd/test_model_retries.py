@@ -12,9 +12,9 @@ from collections.abc import Callable
 import anyio
 import pytest
 
-from services.loopd import model_http
+from services.loopd import http_client
+from services.loopd.http_client import retry_after_s
 from services.loopd.model import ModelError, Reply, User
-from services.loopd.model_http import retry_after_s
 from tests.fakes.model_server import FakeModel
 from tests.unit.loopd.conftest import Connect, Sleeps
 
@@ -265,7 +265,7 @@ async def test_deeply_nested_json_is_not_valid_rather_than_a_crash(
 async def test_an_answer_larger_than_the_cap_is_not_valid(
     fake: FakeModel, connect: Connect, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(model_http, "MAX_ANSWER_BYTES", 1000)
+    monkeypatch.setattr(http_client, "MAX_ANSWER_BYTES", 1000)
     fake.raw(json.dumps({"choices": [{"message": {"content": "x" * 2000}}]}))
     with pytest.raises(ModelError, match="not valid: it is larger than 1000 bytes"):
         await connect().complete("s", [User("x")], [])

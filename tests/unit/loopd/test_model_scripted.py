@@ -19,9 +19,9 @@ from services.loopd.model import (
     ToolCall,
     ToolResult,
     User,
-    make_model,
 )
 from services.loopd.openai import OpenAIModel
+from services.loopd.providers import make_model
 from services.loopd.scripted import ScriptedModel
 
 pytestmark = pytest.mark.anyio

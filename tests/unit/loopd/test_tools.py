@@ -1,4 +1,5 @@
-"""What the model reads back (§10.3, §3.5): denial_message, cap_result, errors."""
+"""What the model reads back (§10.3, §3.5): denial_message, cap_result, errors; and whether
+the call worked, as a field of the result."""
 
 from __future__ import annotations
 
@@ -6,8 +7,15 @@ import pytest
 
 from bxcore.deny import DenyReason
 from bxcore.labels import CLEAN
-from bxcore.messages import Denied, Done, Failed, Pending
-from services.loopd.tools import CAP, cap_result, denial_message, result_text
+from bxcore.messages import Denied, Done, Failed
+from services.loopd.tools import (
+    CAP,
+    CallResult,
+    cap_result,
+    denial_message,
+    result_of,
+    too_many_calls,
+)
 
 
 def test_the_m5b_example_reads_the_detail_before_the_full_stop() -> None:
@@ -31,10 +39,31 @@ def test_results_are_cut_at_64_kib_of_characters_saying_how_many_more() -> None:
     assert cut == "é" * CAP + "\n[… 10 more characters cut]"
 
 
-def test_each_outcome_reads_as_the_spec_says() -> None:
-    assert result_text(Done(True, "hello", CLEAN)) == "hello"
-    assert result_text(Denied(DenyReason.NO_GRANT)) == "Denied: no grant allows this call."
-    assert result_text(Failed("sandbox unavailable: bwrap not found")) == (
-        "Error: sandbox unavailable: bwrap not found"
+@pytest.mark.parametrize(
+    ("outcome", "result"),
+    [
+        (Done(True, "hello", CLEAN), CallResult("hello", ok=True)),
+        (Done(False, "[exit status 1]", CLEAN), CallResult("[exit status 1]", ok=False)),
+        (
+            Done(True, "Error: the file says so", CLEAN),
+            CallResult("Error: the file says so", ok=True),
+        ),
+        (Denied(DenyReason.NO_GRANT), CallResult("Denied: no grant allows this call.", ok=False)),
+        (
+            Failed("sandbox unavailable: bwrap not found"),
+            CallResult("Error: sandbox unavailable: bwrap not found", ok=False),
+        ),
+    ],
+)
+def test_each_outcome_reads_as_the_spec_says_and_its_success_is_its_own_field(
+    outcome: Done | Denied | Failed, result: CallResult
+) -> None:
+    assert result_of(outcome) == result
+
+
+def test_a_call_past_the_cap_reads_an_error_and_did_not_work() -> None:
+    assert too_many_calls(2) == CallResult(
+        "Error: only the first 2 tool calls of one answer are run; "
+        "send the rest again in a later answer.",
+        ok=False,
     )
-    assert result_text(Pending("k3v9qz2m")) is None

@@ -114,3 +114,59 @@ async def test_a_parent_and_its_sub_agent_each_write_through_one_copy_with_nothi
     assert [sessions.summary(n).turns for n in sessions.names()] == [1, 1]
     assert "Cache(0 of 0" in repr(sessions)
     assert sorted({e.session for e in published}) == ["parent", "sub-parent-1"]
+
+
+class Spawner:
+    """The parent spawns with `arguments` and then repeats what it read; the child says
+    `child_says`."""
+
+    def __init__(self, arguments: str, child_says: str) -> None:
+        self.arguments = arguments
+        self.child_says = child_says
+
+    async def complete(
+        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> Reply:
+        first, last = messages[0], messages[-1]
+        assert isinstance(first, User)
+        if first.text != "go":
+            return Reply(self.child_says)
+        if isinstance(last, ToolResult):
+            return Reply(last.content)
+        return Reply("", (ToolCall("m1", "spawn", self.arguments),))
+
+    async def aclose(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("arguments", "child_says", "read", "ok"),
+    [
+        ('{"task":"t"}', "Error: none, I only begin so", "Error: none, I only begin so", True),
+        ('{"task":"t"}', "done", "done", True),
+        (
+            '{"task":3}',
+            "",
+            'Error: spawn takes {"task": "…"}: one string field, nothing else.',
+            False,
+        ),
+    ],
+    ids=["words-that-begin-with-Error", "plain-words", "bad-arguments"],
+)
+async def test_a_spawn_is_done_ok_when_the_sub_agent_answered_whatever_its_words(
+    tmp_path: Path, arguments: str, child_says: str, read: str, ok: bool
+) -> None:
+    sessions = Sessions(Home(tmp_path))
+    turns = Turns(
+        Config(),
+        Spawner(arguments, child_says),
+        lambda: cast(Client, Broker()),
+        sessions.held,
+        lambda _: None,
+        sessions.exists,
+    )
+    with sessions.held("parent") as parent:
+        parent.event(1, OwnerSaid("go"))
+        assert await turns.run(parent, 1) == read
+    events = [e.event for e in sessions.page("parent", 0, 1_000_000)[0]]
+    assert ToolDone("spawn", ok, len(read.encode())) in events

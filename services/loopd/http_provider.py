@@ -1,7 +1,7 @@
-"""What the HTTP providers (`openai`, `anthropic`) share (SPEC §10.2): the key read from the
-environment, never from config; the model server with its retries (`model_http`); and one
-POST per completion, read whole or streamed. A provider subclasses `HttpModel` and says where
-it posts, how it signs, and how it writes and reads its own format.
+"""The base of the HTTP providers (`openai`, `anthropic`; SPEC §10.2): the key read from the
+environment, never from config; the server reached through `http_client` with its retries;
+and one POST per completion, read whole or streamed. A provider subclasses `HttpProvider` and
+says where it posts, how it signs, and how it writes and reads its own format.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ import httpx
 
 from bxcore.config import ModelConfig
 from bxcore.tools import ToolSpec
-from services.loopd.model import BACKOFF_S, Message, ModelError, Reply, Sleep
-from services.loopd.model_http import ModelServer, key_note, read_json, read_key
+from services.loopd.http_client import BACKOFF_S, HttpClient, Sleep, key_note, read_json, read_key
+from services.loopd.model import Message, ModelError, Reply
 
 
-class HttpModel:
+class HttpProvider:
     """A model behind an HTTP API; the `_` methods below are the provider's to fill in."""
 
     def __init__(
@@ -31,10 +31,10 @@ class HttpModel:
     ) -> None:
         self.config = config
         self._key, self._key_problem = read_key(config.api_key_env, environ)
-        self._server = ModelServer(
+        self._client = HttpClient(
             config.base_url, config.timeout_s, config.api_key_env, sleep=sleep, backoff=backoff
         )
-        self.url = self._url(self._server.base_url)
+        self.url = self._url(self._client.base_url)
 
     def __repr__(self) -> str:
         key = key_note(self.config.api_key_env, self._key)
@@ -57,10 +57,10 @@ class HttpModel:
                 return await self._streamed(response, messages)
             return self._whole(await read_json(response), messages)
 
-        return await self._server.post(self.url, body, headers, read, stream=stream)
+        return await self._client.post(self.url, body, headers, read, stream=stream)
 
     async def aclose(self) -> None:
-        await self._server.aclose()
+        await self._client.aclose()
 
     # -- what a provider says ---------------------------------------------------------------
 

@@ -1,8 +1,10 @@
-"""Talking HTTP to a model server (SPEC §10.2): one httpx client, three tries, one-line errors.
+"""The HTTP client of a model server (SPEC §10.2): one httpx client, three tries, one-line
+errors, and the readers of a body (whole, JSON, server-sent events).
 
 Timeouts, broken connections, 429 and 5xx are tried again after a backoff (`Retry-After`
 honoured up to a cap); anything else fails at once. Every foreign exception (httpx's, the JSON
-parser's) becomes a `ModelError` here, at the edge. What an answer means is the providers' job.
+parser's) becomes a `ModelError` here, at the edge. What an answer means is the providers' job
+(`http_provider` and its subclasses).
 """
 
 from __future__ import annotations
@@ -18,9 +20,14 @@ from typing import Any, TypeVar
 import anyio
 import httpx
 
-from services.loopd.model import ModelError, Sleep, clean
+from services.loopd.model import ModelError
+from services.loopd.replies import clean
 
 T = TypeVar("T")
+Sleep = Callable[[float], Awaitable[None]]
+
+#: How long to wait before the second and the third try (SPEC §10.2: three tries in all).
+BACKOFF_S: tuple[float, ...] = (0.5, 1.0)
 
 MAX_ANSWER_BYTES = 16 * 1024 * 1024  # a bigger answer is not a model's
 MAX_ERROR_BYTES = 64 * 1024
@@ -69,7 +76,7 @@ class _Retry(Exception):
         self.failure = failure
 
 
-class ModelServer:
+class HttpClient:
     """One model server's HTTP client: `post` tries a request up to `len(backoff) + 1` times."""
 
     def __init__(
@@ -79,7 +86,7 @@ class ModelServer:
         key_env: str,
         *,
         sleep: Sleep = anyio.sleep,
-        backoff: Sequence[float] = (0.5, 1.0),
+        backoff: Sequence[float] = BACKOFF_S,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
@@ -97,7 +104,7 @@ class ModelServer:
 
     def __repr__(self) -> str:
         state = "closed" if self._client.is_closed else "open"
-        return f"<ModelServer {self.base_url} {state}, {self.tries} tries, {self.timeout_s:g} s>"
+        return f"<HttpClient {self.base_url} {state}, {self.tries} tries, {self.timeout_s:g} s>"
 
     async def aclose(self) -> None:
         await self._client.aclose()
