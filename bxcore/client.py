@@ -1,15 +1,20 @@
-"""The DEALER client every boxmaker process uses to ask another one something (SPEC §3.1).
+"""The DEALER clients every boxmaker process uses to ask another one something (SPEC §3.1):
+`Client` for the daemons (asyncio), `SyncClient` for bxctl and the tests (blocking).
 
-One request at a time a client; it sends one frame and waits for the answer with the same id.
+Both work the one way, written once here: one request at a time a client; it sends one frame
+and takes the answer that carries the request's id, skipping late answers to earlier tries.
 No answer in time: close the socket, open a new one and send the same request again (the
 zguide's "Lazy Pirate"), a few times, then `Unreachable`. Servers are idempotent per id, so a
-retry can never make anything happen twice.
+retry can never make anything happen twice. A frame that does not decode is `ProtocolError`.
+A socket that saw any trouble is closed, never reused. `async with` / `with` close the client.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
 import anyio
 import zmq
@@ -18,16 +23,100 @@ import zmq.asyncio
 from bxcore import wire
 from bxcore.router import tune
 
+S = TypeVar("S", bound="zmq.Socket[Any]")
+Secure = Callable[["zmq.Socket[Any]"], None]
+
+
+class Request(Protocol):
+    """A message that asks: it has an id, which its answer echoes."""
+
+    TYPE: ClassVar[str]
+
+    @property
+    def id(self) -> str: ...
+
 
 class Unreachable(Exception):
     """The server did not answer; the text names it, the endpoint and what was tried."""
 
 
 class ProtocolError(Exception):
-    """The server answered with something that is not a message."""
+    """The server answered with something that is not a message; `reason` says why."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"{name} answered with a bad message: {reason}")
+        self.reason = reason
 
 
-class Client:
+def dealer(ctx: zmq.Context[S], endpoint: str, secure: Secure | None = None) -> S:
+    """A DEALER connected to `endpoint`, tuned as every boxmaker socket (and secured by
+    `secure`, a CURVE client's keys, when given)."""
+    socket = ctx.socket(zmq.DEALER)
+    tune(socket)
+    if secure is not None:
+        secure(socket)
+    socket.connect(endpoint)
+    return socket
+
+
+class _Lazy(Generic[S]):
+    """What both clients share: the socket of the current try and how an answer is matched."""
+
+    def __init__(
+        self,
+        ctx: zmq.Context[S],
+        endpoint: str,
+        *,
+        name: str,
+        timeout: float,
+        tries: int,
+        secure: Secure | None,
+    ) -> None:
+        self.endpoint = endpoint
+        self.name = name
+        self.timeout = timeout
+        self.tries = tries
+        self._ctx = ctx
+        self._secure = secure
+        self._socket: S | None = None
+
+    def __repr__(self) -> str:
+        state = "connected" if self.connected else "idle"
+        return f"{type(self).__name__}({self.name} at {self.endpoint}, {state})"
+
+    @property
+    def connected(self) -> bool:
+        """Whether a socket is open (a try is under way, or the last one was answered)."""
+        return self._socket is not None
+
+    def close(self) -> None:
+        if self._socket is not None:
+            self._socket.close(linger=0)
+            self._socket = None
+
+    def _connected(self) -> S:
+        if self._socket is None:
+            self._socket = dealer(self._ctx, self.endpoint, self._secure)
+        return self._socket
+
+    def _answer_in(self, frame: bytes, request: Request) -> object | None:
+        """The answer to `request` that `frame` holds; None for an answer to another request."""
+        try:
+            answer: object = wire.decode(frame)
+        except wire.DecodeError as error:
+            raise ProtocolError(self.name, str(error)) from None
+        return answer if getattr(answer, "id", None) == request.id else None
+
+    def _unreachable(self, tries: int, wait: float) -> Unreachable:
+        return Unreachable(
+            f"{self.name} did not answer at {self.endpoint} "
+            f"({tries} tries, {wait:g} s each); is it running? try `bxctl status`"
+        )
+
+
+class Client(_Lazy[zmq.asyncio.Socket]):
+    """The asyncio client: one request at a time (concurrent askers take turns)."""
+
     def __init__(
         self,
         ctx: zmq.asyncio.Context,
@@ -36,61 +125,101 @@ class Client:
         name: str,
         timeout: float = 5.0,
         tries: int = 3,
-        secure: Callable[[zmq.Socket[Any]], None] | None = None,
+        secure: Secure | None = None,
     ) -> None:
-        self.endpoint = endpoint
-        self.name = name
-        self.timeout = timeout
-        self.tries = tries
-        self._ctx = ctx
-        self._secure = secure
-        self._socket: zmq.asyncio.Socket | None = None
+        super().__init__(ctx, endpoint, name=name, timeout=timeout, tries=tries, secure=secure)
         self._lock = anyio.Lock()
 
-    def __repr__(self) -> str:
-        state = "connected" if self._socket is not None else "idle"
-        return f"Client({self.name} at {self.endpoint}, {state})"
+    async def __aenter__(self) -> Self:
+        return self
 
-    def _open(self) -> zmq.asyncio.Socket:
-        socket = self._ctx.socket(zmq.DEALER)
-        tune(socket)
-        if self._secure is not None:
-            self._secure(socket)
-        socket.connect(self.endpoint)
-        return socket
-
-    def close(self) -> None:
-        if self._socket is not None:
-            self._socket.close(linger=0)
-            self._socket = None
+    async def __aexit__(self, *_: object) -> None:
+        self.close()
 
     async def request(
-        self, message: Any, *, timeout: float | None = None, tries: int | None = None
-    ) -> Any:
+        self, message: Request, *, timeout: float | None = None, tries: int | None = None
+    ) -> object:
         """Send `message` and return the answer that carries its id."""
         wait = self.timeout if timeout is None else timeout
         attempts = self.tries if tries is None else tries
         payload = wire.encode(message)
         async with self._lock:
-            for _ in range(attempts):
-                if self._socket is None:
-                    self._socket = self._open()
-                socket = self._socket
-                await socket.send(payload)
-                with anyio.move_on_after(wait):
-                    while True:
-                        reply = _decode(await socket.recv(), self.name)
-                        if getattr(reply, "id", None) == message.id:
-                            return reply
+            try:
+                for _ in range(attempts):
+                    socket = self._connected()
+                    await socket.send(payload)
+                    with anyio.move_on_after(wait):
+                        while True:
+                            answer = self._answer_in(await socket.recv(), message)
+                            if answer is not None:
+                                return answer
+                    self.close()
+            except BaseException:
                 self.close()
-        raise Unreachable(
-            f"{self.name} did not answer at {self.endpoint} "
-            f"({attempts} tries, {wait:g} s each); is it running? try `bxctl status`"
-        )
+                raise
+        raise self._unreachable(attempts, wait)
 
 
-def _decode(frame: bytes, name: str) -> Any:
-    try:
-        return wire.decode(frame)
-    except wire.DecodeError as error:
-        raise ProtocolError(f"{name} answered with a bad message: {error}") from None
+class SyncClient(_Lazy["zmq.Socket[bytes]"]):
+    """The blocking client. `on_silence`, when given, is called once when the first try has
+    waited `silence_s` with no answer (bxctl asks the supervisor then whether waiting is any
+    use); it may raise to give up."""
+
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        name: str,
+        timeout: float = 5.0,
+        tries: int = 3,
+        secure: Secure | None = None,
+    ) -> None:
+        context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+        super().__init__(context, endpoint, name=name, timeout=timeout, tries=tries, secure=secure)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def request(
+        self,
+        message: Request,
+        *,
+        timeout: float | None = None,
+        tries: int | None = None,
+        on_silence: Callable[[], None] | None = None,
+        silence_s: float = 1.0,
+    ) -> object:
+        """Send `message` and return the answer that carries its id."""
+        wait = self.timeout if timeout is None else timeout
+        attempts = self.tries if tries is None else tries
+        payload = wire.encode(message)
+        try:
+            for _ in range(attempts):
+                socket = self._connected()
+                socket.send(payload)
+                first = wait if on_silence is None else min(silence_s, wait)
+                answer = self._wait_for(socket, message, first)
+                if answer is None and on_silence is not None:
+                    on_silence()
+                    on_silence = None
+                    answer = self._wait_for(socket, message, wait - first)
+                if answer is not None:
+                    return answer
+                self.close()
+        except BaseException:
+            self.close()
+            raise
+        raise self._unreachable(attempts, wait)
+
+    def _wait_for(
+        self, socket: zmq.Socket[bytes], request: Request, timeout: float
+    ) -> object | None:
+        deadline = time.monotonic() + timeout
+        while socket.poll(max(0, math.ceil((deadline - time.monotonic()) * 1000))):
+            answer = self._answer_in(socket.recv(), request)
+            if answer is not None:
+                return answer
+        return None

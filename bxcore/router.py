@@ -1,9 +1,10 @@
 """The ROUTER server loop every daemon runs its sockets with (SPEC §2.3, §3.1).
 
 It receives one frame a request, decodes it strictly, answers `ping` itself, hands every other
-message to the service's handler in a task of its own, and sends the one answer back. A frame
-that does not decode is answered `bad_message` when its id could be read and dropped
-otherwise; a handler that fails is answered `internal`; the loop keeps serving either way.
+message to the socket's dispatch table (`bxcore.routes.Routes`: the handler of its type, else
+the socket's refusal) in a task of its own, and sends the one answer back. A frame that does
+not decode is answered `bad_message` when its id could be read and dropped otherwise; a
+handler that fails is answered `internal`; the loop keeps serving either way.
 
 The socket is a plain pyzmq socket watched through the event loop's reader on its ZMQ_FD,
 not a `zmq.asyncio` socket: every request costs a future and several callbacks there, which
@@ -18,22 +19,20 @@ names the endpoint and, for an `ipc://` path, what is in the way.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import stat
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, cast
 
 import anyio
 import zmq
 
-from bxcore import __version__, wire
+from bxcore import __version__, aio, wire
 from bxcore.clock import now_ms, rfc3339
 from bxcore.errors import SetupError
 from bxcore.messages import Error, ErrorCode, Ping, Pong
-
-Handler = Callable[[Any], Awaitable[Any]]
+from bxcore.routes import Routes
 
 IN = int(zmq.POLLIN)
 HWM = 10_000
@@ -98,14 +97,18 @@ class Router:
         self,
         ctx: zmq.Context[Any],
         endpoint: str,
-        handle: Handler,
+        routes: Routes[Any],
         *,
         service: str,
         secure: Callable[[zmq.Socket[Any]], None] | None = None,
+        ready: anyio.Event | None = None,
     ) -> None:
+        """`ready`, when given, holds every request but `ping` until it is set: a daemon that
+        loads before it can answer (brokerd's ledger) is seen alive while it loads."""
         self.endpoint = endpoint
         self.service = service
-        self._handle = handle
+        self._routes = routes
+        self._ready = ready
         self._started = rfc3339(now_ms())
         self._served = 0
         # Plain, not zmq.asyncio (see above), yet made by the context, which closes it at the end.
@@ -116,8 +119,8 @@ class Router:
             secure(self._socket)
         bind(self._socket, endpoint)
         self._in_flight = 0
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: set[aio.Task[None]] = set()
+        self._loop: aio.Loop | None = None
         self._draining = False
         self._stopping = False
         self._look_pending = False
@@ -135,7 +138,7 @@ class Router:
 
     async def serve(self) -> None:
         """Receive and answer until cancelled; then cancel what is in flight and close."""
-        self._loop = asyncio.get_running_loop()
+        self._loop = aio.loop()
         fd = self._socket.fileno()
         self._loop.add_reader(fd, self._drain)
         self._loop.call_soon(self._drain)
@@ -147,8 +150,7 @@ class Router:
             for task in list(self._tasks):
                 task.cancel()
             with anyio.CancelScope(shield=True):
-                if self._tasks:
-                    await asyncio.wait(list(self._tasks))
+                await aio.wait_all(self._tasks)
             self._socket.close(linger=100)
 
     def _drain(self) -> None:
@@ -162,7 +164,7 @@ class Router:
                 frames = self._socket.recv_multipart(zmq.NOBLOCK)
                 self._in_flight += 1
                 assert self._loop is not None
-                task = self._loop.create_task(self._answer(frames))
+                task = aio.spawn(self._answer(frames))
                 self._tasks.add(task)  # it takes itself out when done
         finally:
             self._draining = False
@@ -178,7 +180,7 @@ class Router:
                 self._send(frames[0], wire.encode(reply))
         finally:
             self._in_flight -= 1
-            self._tasks.discard(asyncio.current_task())
+            self._tasks.discard(aio.current_task())
             self._look_again()
 
     def _look_again(self) -> None:
@@ -206,8 +208,10 @@ class Router:
         self._served += 1
         if isinstance(message, Ping):
             return self.pong(message.id)
+        if self._ready is not None and not self._ready.is_set():
+            await self._ready.wait()  # waiting on a set event would still cost a turn
         try:
-            return await self._handle(message)
+            return await self._routes.dispatch(message)
         except Exception as error:  # keep serving: one request's failure is not the loop's
             log.exception("%s: handling %s failed", self.service, type(message).__name__)
             request_id = getattr(message, "id", None)

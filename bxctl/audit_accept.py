@@ -17,6 +17,7 @@ import typer
 from bxcore import report, witness
 from bxcore.home import Home
 from bxcore.messages import AuditAccept, AuditReport, Error
+from bxcore.routes import type_of
 from bxctl.audit_cmds import WITNESSES, JsonOption, answer, progress_bar
 from bxctl.output import fail, is_terminal, say
 from bxctl.owner_link import OwnerLink, request_id
@@ -93,5 +94,5 @@ def _brokerd_accepts(home: Home) -> str | None:
             return None
         fail(f"brokerd: {answer.message}")
     if not isinstance(answer, AuditReport):
-        fail(f"brokerd answered {answer.TYPE} to audit_accept")
+        fail(f"brokerd answered {type_of(type(answer))} to audit_accept")
     return answer.problem

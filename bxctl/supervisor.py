@@ -46,6 +46,8 @@ from bxcore.messages import (
     SupervisorStop,
 )
 from bxcore.router import Router
+from bxcore.routes import Refusal, Route, Routes
+from bxcore.sockets import SupervisorAnswer, SupervisorRequest
 from bxctl.lifecycle import POLICY, Action, Event, Policy, ServiceLife, step
 from bxctl.logs import RotatingLog
 from bxctl.pidfile import GRACE_S, Box
@@ -56,6 +58,9 @@ log = logging.getLogger("supervisor")
 READY_S = 10.0  # a service must answer `ping` this soon after it starts (§13)
 LEFTOVER_GRACE_S = 1.0  # what a service left running gets this long after SIGTERM, then KILL
 SETTLED = frozenset({ServiceState.RUNNING, ServiceState.FAILED, ServiceState.STOPPED})
+REFUSAL = Refusal(
+    "{type} is not answered on the supervisor socket", ErrorCode.WRONG_SOCKET, anonymous="?"
+)
 
 
 class SupervisorError(Exception):
@@ -159,7 +164,7 @@ class Supervisor:
         self._adopts = process_tree.become_subreaper()
         try:
             try:
-                router = Router(self._zmq, self.endpoint, self.handle, service="supervisor")
+                router = Router(self._zmq, self.endpoint, self.routes, service="supervisor")
             except SetupError as error:
                 raise SupervisorError(str(error)) from None
             try:
@@ -431,32 +436,47 @@ class Supervisor:
 
     # -- the socket ----------------------------------------------------------------------------
 
-    async def handle(self, message: Any) -> Any:
-        if isinstance(message, SupervisorStatus):
-            return self.report(message.id)
-        if isinstance(message, SupervisorRestart | SupervisorStop):
-            if message.service is not None and message.service not in self.services:
-                known = ", ".join(self.services)
-                return Error(
-                    message.id, ErrorCode.BAD_MESSAGE, f"no service {message.service!r} ({known})"
-                )
-            if isinstance(message, SupervisorStop) and message.service is None:
-                self.request_stop()  # again while stopping: the same answer
-                return self.report(message.id)
-            if self._closing:
-                return Error(message.id, ErrorCode.UNAVAILABLE, "the box is stopping")
-            async with self._owner:
-                if isinstance(message, SupervisorRestart):
-                    await self.restart(message.service)
-                else:
-                    assert message.service is not None
-                    await self.stop(message.service)
-            return self.report(message.id)
-        return Error(
-            getattr(message, "id", "?"),
-            ErrorCode.WRONG_SOCKET,
-            f"{type(message).TYPE} is not answered on the supervisor socket",
+    @property
+    def routes(self) -> Routes[SupervisorAnswer]:
+        """The supervisor socket's table."""
+        return Routes(
+            SupervisorRequest,
+            REFUSAL,
+            Route(SupervisorStatus, self._status),
+            Route(SupervisorRestart, self._restart_asked),
+            Route(SupervisorStop, self._stop_asked),
         )
+
+    async def _status(self, message: SupervisorStatus) -> SupervisorReport:
+        return self.report(message.id)
+
+    async def _restart_asked(self, message: SupervisorRestart) -> SupervisorReport | Error:
+        refused = self._refused(message.id, message.service)
+        if refused is not None:
+            return refused
+        async with self._owner:
+            await self.restart(message.service)
+        return self.report(message.id)
+
+    async def _stop_asked(self, message: SupervisorStop) -> SupervisorReport | Error:
+        if message.service is None:
+            self.request_stop()  # again while stopping: the same answer
+            return self.report(message.id)
+        refused = self._refused(message.id, message.service)
+        if refused is not None:
+            return refused
+        async with self._owner:
+            await self.stop(message.service)
+        return self.report(message.id)
+
+    def _refused(self, request_id: str, service: str | None) -> Error | None:
+        """Why the owner's restart or stop of `service` (None: all) cannot be done now."""
+        if service is not None and service not in self.services:
+            known = ", ".join(self.services)
+            return Error(request_id, ErrorCode.BAD_MESSAGE, f"no service {service!r} ({known})")
+        if self._closing:
+            return Error(request_id, ErrorCode.UNAVAILABLE, "the box is stopping")
+        return None
 
     def report(self, request_id: str) -> SupervisorReport:
         now, wall = self._clock(), now_ms()

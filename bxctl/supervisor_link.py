@@ -6,15 +6,10 @@ did not answer" can say *why*: failed, stopped, restarting (issue 10). `explain`
 from __future__ import annotations
 
 import secrets
-import time
-from typing import Any
 
-import zmq
-
-from bxcore import wire
+from bxcore.client import ProtocolError, Request, SyncClient, Unreachable
 from bxcore.home import Home
 from bxcore.messages import ServiceInfo, ServiceState, SupervisorReport, SupervisorStatus
-from bxcore.router import tune
 from bxctl import pidfile
 
 NOT_COMING_BACK = (ServiceState.FAILED, ServiceState.STOPPED, ServiceState.STOPPING)
@@ -29,24 +24,16 @@ def request_id() -> str:
     return f"bxctl-{secrets.token_hex(6)}"
 
 
-def ask(endpoint: str, message: Any, timeout: float) -> Any:
-    """One request to the supervisor; its answer, or NoAnswer."""
-    socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
-    tune(socket)
-    try:
-        socket.connect(endpoint)
-        socket.send(wire.encode(message))
-        deadline = time.monotonic() + timeout
-        while (left := deadline - time.monotonic()) > 0 and socket.poll(int(left * 1000) + 1):
-            try:
-                reply = wire.decode(socket.recv())
-            except wire.DecodeError as error:
-                raise NoAnswer(f"the supervisor answered with a bad message: {error}") from None
-            if getattr(reply, "id", None) == message.id:
-                return reply
-    finally:
-        socket.close(linger=0)
-    raise NoAnswer(f"the supervisor did not answer at {endpoint} in {timeout:g} s")
+def ask(endpoint: str, message: Request, timeout: float) -> object:
+    """One request to the supervisor, one try; its answer, or NoAnswer."""
+    with SyncClient(endpoint, name="the supervisor", timeout=timeout, tries=1) as client:
+        try:
+            return client.request(message)
+        except Unreachable:
+            silent = f"the supervisor did not answer at {endpoint} in {timeout:g} s"
+            raise NoAnswer(silent) from None
+        except ProtocolError as error:
+            raise NoAnswer(str(error)) from None
 
 
 def whereabouts(home: Home, service: str) -> ServiceInfo | None:

@@ -8,7 +8,6 @@ as admin messages are refused on the broker socket.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import anyio
 
@@ -31,12 +30,15 @@ from bxcore.messages import (
     GrantsReload,
     PendingList,
     PendingQuery,
+    State,
     StateQuery,
     ToolRequest,
     Verdict,
     VerdictRequest,
     short,
 )
+from bxcore.routes import Refusal, Route, Routes
+from bxcore.sockets import AdminAnswer, AdminRequest
 from bxcore.wire import MAX_MESSAGE, encode
 from services.brokerd.core import policy
 from services.brokerd.core.grants import Grant, InvalidGrant
@@ -47,7 +49,12 @@ from services.brokerd.ledger import Ledger, LedgerState, LedgerUnavailable
 from services.brokerd.state import StateError, answer_state
 from services.brokerd.verify import LedgerUnreadable, verify_file
 
-BROKER_ONLY = (ToolRequest, AwaitApproval, Absorb)
+REFUSAL = Refusal(
+    "the admin socket does not take {type}",
+    elsewhere=dict.fromkeys(
+        (ToolRequest, AwaitApproval, Absorb), "this belongs on the broker socket"
+    ),
+)
 MAX_RECORDS_BYTES = MAX_MESSAGE - 64 * 1024
 
 
@@ -74,40 +81,32 @@ class Admin:
         self.desk = desk
         self.judge = judge
         self.ledger = ledger
+        self.routes: Routes[AdminAnswer] = Routes(
+            AdminRequest,
+            REFUSAL,
+            Route(VerdictRequest, desk.verdict),
+            Route(PendingQuery, self.pending_list),
+            Route(GrantsReload, self.grants_reload),
+            Route(AuditTail, self.audit_tail),
+            Route(AuditVerify, self.audit_verify),
+            Route(AuditAccept, self.audit_accept),
+            Route(StateQuery, self.state),
+            Route(Explain, self.explain),
+        )
 
     def __repr__(self) -> str:
         return f"Admin({self.desk!r})"
 
-    async def handle(self, message: Any) -> Any:
-        if isinstance(message, VerdictRequest):
-            return await self.desk.verdict(message)
-        if isinstance(message, PendingQuery):
-            return self.pending_list(message)
-        if isinstance(message, GrantsReload):
-            grants = read_folder(self.judge.grants.folder)
-            every: list[Grant | InvalidGrant] = [*grants.valid, *grants.invalid]
-            every.sort(key=lambda g: g.id)
-            return GrantList(message.id, tuple(grant_info(g) for g in every))
-        if isinstance(message, AuditTail):
-            return self.audit_tail(message)
-        if isinstance(message, AuditVerify):
-            return await self.audit_verify(message)
-        if isinstance(message, AuditAccept):
-            return await self.audit_accept(message)
-        if isinstance(message, StateQuery):
-            return answer_state(self.judge.labels, message, peek=True)
-        if isinstance(message, Explain):
-            return self.explain(message)
-        request_id = getattr(message, "id", None)
-        if request_id is None:  # an event, say: no id to answer to, so dropped (§3.1)
-            return None
-        if isinstance(message, BROKER_ONLY):
-            return Error(request_id, ErrorCode.WRONG_SOCKET, "this belongs on the broker socket")
-        return Error(
-            request_id, ErrorCode.BAD_MESSAGE, f"the admin socket does not take {message.TYPE}"
-        )
+    async def grants_reload(self, message: GrantsReload) -> GrantList:
+        grants = read_folder(self.judge.grants.folder)
+        every: list[Grant | InvalidGrant] = [*grants.valid, *grants.invalid]
+        every.sort(key=lambda g: g.id)
+        return GrantList(message.id, tuple(grant_info(g) for g in every))
 
-    def pending_list(self, message: PendingQuery) -> PendingList:
+    async def state(self, message: StateQuery) -> State | Error:
+        return answer_state(self.judge.labels, message, peek=True)
+
+    async def pending_list(self, message: PendingQuery) -> PendingList:
         """The pending approvals, oldest first, each with every argument, as many as fit in
         one message: a flood of large approvals must not leave the owner with no answer."""
         infos: list[ApprovalInfo] = []
@@ -121,7 +120,7 @@ class Admin:
             size = grown
         return PendingList(message.id, tuple(infos))
 
-    def audit_tail(self, message: AuditTail) -> Any:
+    async def audit_tail(self, message: AuditTail) -> AuditRecords | Error:
         """The newest records that fit in one message, oldest first."""
         try:
             found = self.ledger.tail(message.n, message.session)
@@ -138,7 +137,7 @@ class Admin:
         lines.reverse()
         return AuditRecords(message.id, tuple(lines))
 
-    async def audit_verify(self, message: AuditVerify) -> Any:
+    async def audit_verify(self, message: AuditVerify) -> AuditReport | Error:
         """The chain checked (fast, `verify.verify_file`); a chain that is whole but ends
         before a head brokerd confirmed or the owner saw is not ok either: the ledger's own
         problem says which."""
@@ -160,7 +159,7 @@ class Admin:
             None if why is None else short(why),
         )
 
-    async def audit_accept(self, message: AuditAccept) -> Any:
+    async def audit_accept(self, message: AuditAccept) -> AuditReport | Error:
         """The owner takes a cut or rolled-back ledger as it is (issue 10): brokerd reads it
         again whole and writes again; a `recovered` record says what was lost."""
         ledger = self.ledger
@@ -172,7 +171,7 @@ class Admin:
         head = ledger.head
         return AuditReport(message.id, True, head.seq, head.seq, head.hash, short(said))
 
-    def explain(self, message: Explain) -> Any:
+    async def explain(self, message: Explain) -> Explanation | Error:
         """What brokerd would decide for this call now, step by step; nothing is recorded."""
         try:
             label = self.judge.labels.peek(message.session)

@@ -10,20 +10,28 @@ by the desk, which this socket shares with the admin socket.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from bxcore.messages import (
     Absorb,
+    AuditAccept,
+    AuditTail,
+    AuditVerify,
     AwaitApproval,
     Error,
     ErrorCode,
+    Explain,
     Failed,
+    GrantsReload,
     Outcome,
+    PendingQuery,
     State,
     StateQuery,
     ToolRequest,
     ToolResponse,
+    VerdictRequest,
 )
+from bxcore.routes import Refusal, Route, Routes
+from bxcore.sockets import BrokerAnswer, BrokerRequest
 from services.brokerd.calls import CallBook
 from services.brokerd.commit import Committer
 from services.brokerd.core import policy, records
@@ -45,16 +53,13 @@ from services.brokerd.state import StateError, StateStore, answer_state
 
 log = logging.getLogger(__name__)
 
-ADMIN_ONLY = frozenset(
-    {
-        "verdict",
-        "pending_query",
-        "grants_reload",
-        "audit_tail",
-        "audit_verify",
-        "audit_accept",
-        "explain",
-    }
+ON_ADMIN = "this belongs on the admin socket"
+REFUSAL = Refusal(
+    "brokerd does not take {type}",
+    elsewhere=dict.fromkeys(
+        (VerdictRequest, PendingQuery, GrantsReload, AuditTail, AuditVerify, AuditAccept, Explain),
+        ON_ADMIN,
+    ),
 )
 
 
@@ -75,28 +80,25 @@ class Broker:
         self.judge = judge
         self.labels = labels
         self.desk = desk
+        self.routes: Routes[BrokerAnswer] = Routes(
+            BrokerRequest,
+            REFUSAL,
+            Route(ToolRequest, self.tool_response),
+            Route(AwaitApproval, desk.await_approval),
+            Route(Absorb, self.absorb),
+            Route(StateQuery, self.state),
+        )
 
     def __repr__(self) -> str:
         return f"Broker({self.book!r}, {self.committer!r})"
 
-    async def handle(self, message: Any) -> Any:
-        """One request on the broker socket."""
-        if isinstance(message, ToolRequest):
-            return ToolResponse(message.id, await self.tool_request(message))
-        if isinstance(message, AwaitApproval):
-            return await self.desk.await_approval(message)
-        if isinstance(message, Absorb):
-            return await self.absorb(message)
-        if isinstance(message, StateQuery):
-            return answer_state(self.labels, message)
-        request_id = getattr(message, "id", None)
-        if request_id is None:  # an event, say: no id to answer to, so dropped (§3.1)
-            return None
-        if type(message).TYPE in ADMIN_ONLY:
-            return Error(request_id, ErrorCode.WRONG_SOCKET, "this belongs on the admin socket")
-        return Error(request_id, ErrorCode.BAD_MESSAGE, f"brokerd does not take {message.TYPE}")
+    async def tool_response(self, message: ToolRequest) -> ToolResponse:
+        return ToolResponse(message.id, await self.tool_request(message))
 
-    async def absorb(self, message: Absorb) -> Any:
+    async def state(self, message: StateQuery) -> State | Error:
+        return answer_state(self.labels, message)
+
+    async def absorb(self, message: Absorb) -> State | Error:
         """The parent takes on the child's label (§6.4), recorded."""
         try:
             child = self.labels.read(message.child)
@@ -129,16 +131,15 @@ class Broker:
             return AUDIT_UNAVAILABLE
         if found.records is None and not self.committer.available:
             return AUDIT_UNAVAILABLE
-        answer = self.book.start(key)
+        answer = self.book.begin(key)
         try:
             call = await self.driver.drive(call, found)
             if call.phase is Phase.JUDGING:
                 call = await self.driver.drive(call, self._judged(call), self._tell)
         finally:
-            if answer.outcome is None:
+            if self.book.making(key) is answer:  # not answered: say so to who waits
                 self.book.finish(key, Failed("brokerd stopped before this call was answered"))
-        assert answer.outcome is not None
-        return answer.outcome
+        return await answer.wait()  # given by now: no wait
 
     def _judged(self, call: Call) -> Decided | Unlabelled:
         try:

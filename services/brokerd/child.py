@@ -8,7 +8,6 @@ their pipes, about 1 ms of an allowed read_file's 17 (bench toolcall).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
@@ -21,6 +20,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import anyio
+
+from bxcore import aio
 
 if TYPE_CHECKING:
     import psutil  # type: ignore[import-untyped, unused-ignore]  # no stubs installed
@@ -132,7 +133,7 @@ class _Exchange:
         self, process: subprocess.Popen[bytes], data: bytes, hold: Hold | None = None
     ) -> None:
         assert process.stdin and process.stdout and process.stderr
-        self._loop = asyncio.get_running_loop()
+        self._loop = aio.loop()
         self._process = process
         self._pidfd = os.pidfd_open(process.pid)
         self._in = process.stdin.fileno()
@@ -142,8 +143,8 @@ class _Exchange:
         self.err = bytearray()
         self.cut = False
         self.over = False
-        self.done: asyncio.Future[None] = self._loop.create_future()
-        self._ended: asyncio.Future[None] = self._loop.create_future()
+        self.done: aio.Future[None] = self._loop.create_future()
+        self._ended: aio.Future[None] = self._loop.create_future()
         self._open = {self._out, self._err}
         self._pending = memoryview(data)
         self._writing = False  # a writer waits for room in the pipe

@@ -9,12 +9,12 @@ every call after it (`audit_unavailable`) until the ledger is reopened and re-ve
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Sequence
 
 import anyio
 
+from bxcore import aio
 from services.brokerd.core.records import Entry, Head
 from services.brokerd.ledger import Ledger, LedgerState, LedgerUnavailable
 
@@ -85,7 +85,7 @@ class Committer:
         slot = _Slot(entries)
         self._queue.append(slot)
         if not self._alone():
-            await asyncio.sleep(0)  # let every ready task queue its records
+            await aio.yield_once()  # let every ready task queue its records
         if not slot.done:
             batch, self._queue = self._queue, []
             self._commit(batch)

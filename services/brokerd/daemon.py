@@ -7,12 +7,10 @@ publishes approvals and the ledger's head after each group commit (the witness, 
 
 from __future__ import annotations
 
-import asyncio
 import compileall
 import contextlib
 import dataclasses
 import errno
-import functools
 import importlib.util
 import logging
 import os
@@ -20,14 +18,13 @@ import platform
 import pwd
 import shutil
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import anyio
 from zmq.auth.asyncio import AsyncioAuthenticator
 
-from bxcore import __version__, curve
+from bxcore import __version__, aio, curve
 from bxcore.client import Client
 from bxcore.clock import now_ms
 from bxcore.config import SandboxConfig
@@ -213,7 +210,7 @@ async def serve(ctx: Context) -> None:
     cgroups = found if isinstance(found, Cgroups) else None
     events = Publisher(ctx.zmq, ctx.endpoint("broker-events"), service="brokerd")
 
-    loop = asyncio.get_running_loop()
+    loop = aio.loop()
 
     def witness(head: Head) -> None:  # once the batch's answers are out: they are waited for
         loop.call_soon(events.publish, LedgerHead(head.seq, head.hash, ledger.size))
@@ -246,12 +243,7 @@ async def serve(ctx: Context) -> None:
         book=book, committer=committer, driver=driver, judge=judge, labels=labels, desk=desk
     )
     admin = Admin(desk=desk, judge=judge, ledger=ledger)
-    loaded = anyio.Event()
-
-    async def when_loaded(handle: Callable[[Any], Awaitable[Any]], message: Any) -> Any:
-        if not loaded.is_set():  # waiting on a set event still costs a turn of the loop
-            await loaded.wait()  # `ping` is answered at once, by the router
-        return await handle(message)
+    loaded = anyio.Event()  # `ping` is answered at once; the rest once the ledger is read
 
     auth: AsyncioAuthenticator | None = None
     try:  # a socket that cannot bind still closes what was opened before it
@@ -261,15 +253,17 @@ async def serve(ctx: Context) -> None:
         broker_socket = Router(
             ctx.zmq,
             ctx.endpoint("broker"),
-            functools.partial(when_loaded, broker.handle),
+            broker.routes,
             service="brokerd",
+            ready=loaded,
         )
         admin_socket = Router(
             ctx.zmq,
             ctx.endpoint("admin"),
-            functools.partial(when_loaded, admin.handle),
+            admin.routes,
             service="brokerd",
             secure=lambda socket: curve.serve_curve(socket, own, "admin"),
+            ready=loaded,
         )
         log.info("serving: %r, %r, %r", broker_socket, admin_socket, ledger)
         async with anyio.create_task_group() as tasks:

@@ -137,7 +137,7 @@ class Desk:
     def _ever_used(self, approval_id: str) -> bool:
         return self.book.ledger.approval(approval_id) is not None
 
-    async def await_approval(self, message: AwaitApproval) -> Any:
+    async def await_approval(self, message: AwaitApproval) -> ToolResponse | Error:
         """Wait up to `wait_ms` for the approval to settle and its call to be answered."""
         try:
             approval = self.approvals.get(message.approval)
@@ -181,7 +181,7 @@ class Desk:
     def pending(self) -> list[Approval]:
         return sorted(self.approvals.pending(), key=lambda a: a.requested_ms)
 
-    async def verdict(self, message: VerdictRequest) -> Any:
+    async def verdict(self, message: VerdictRequest) -> Settled | Error:
         """The owner's answer, recorded before anything follows from it; the reply comes
         once it is durable, and an approved call runs on after it."""
         try:
@@ -242,7 +242,7 @@ class Desk:
             return
         moved = self.approvals.move(effect.approval, effect.move)
         if effect.reason is None:  # approved, and it runs: a repeat waits for its answer
-            self.book.start(call.key)
+            self.book.begin(call.key)
             if effect.scope is Scope.SESSION:
                 self.approvals.remember_scope(moved)
         self._settled[moved.id].set()

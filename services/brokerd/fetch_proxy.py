@@ -10,7 +10,6 @@ either side closes or the deadline passes. TLS runs end to end through it. `fetc
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import ipaddress
 import logging
@@ -21,6 +20,8 @@ from typing import Protocol
 
 import anyio
 from anyio.abc import ByteStream, SocketAttribute
+
+from bxcore import aio
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +94,7 @@ class _UnixEnd:
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
-        self._loop = asyncio.get_running_loop()
+        self._loop = aio.loop()
 
     async def receive(self, max_bytes: int = 65536, /) -> bytes:
         data = await self._loop.sock_recv(self._sock, max_bytes)

@@ -9,11 +9,10 @@ inherits its parent's label the first time it is read.
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
 from pathlib import Path
-from typing import Any
 
 from bxcore.atomic import write_atomically
+from bxcore.bounded import Bounded
 from bxcore.errors import one_line
 from bxcore.ids import parent_of_sub, valid_session
 from bxcore.labels import SESSION_DEFAULT, DataClass, Label
@@ -47,7 +46,7 @@ class StateStore:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self._cache: OrderedDict[str, Label | None] = OrderedDict()  # None: no file
+        self._cache: Bounded[str, Label | None] = Bounded(CACHED, recency=True)  # None: no file
 
     def __repr__(self) -> str:
         return f"StateStore({self.folder})"
@@ -86,28 +85,22 @@ class StateStore:
         if joined == on_disk:
             return joined
         path = self._file(session)
-        self._cache.pop(session, None)  # if the write fails, what is on disk is unknown
+        self._cache.pop(session)  # if the write fails, what is on disk is unknown
         try:
             self.folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # {home}/state
             self.folder.mkdir(exist_ok=True, mode=0o700)
             write_atomically(path, encode_label(joined))
         except OSError as error:
             raise StateError(f"cannot write {path}: {error.strerror}") from None
-        self._remember(session, joined)
+        self._cache.put(session, joined)
         return joined
 
     def _on_disk(self, session: str) -> Label | None:
         if session in self._cache:
-            self._cache.move_to_end(session)
             return self._cache[session]
         label = self._read_file(self._file(session))
-        self._remember(session, label)
+        self._cache.put(session, label)
         return label
-
-    def _remember(self, session: str, label: Label | None) -> None:
-        self._cache[session] = label
-        if len(self._cache) > CACHED:
-            self._cache.popitem(last=False)
 
     def _read_file(self, path: Path) -> Label | None:
         try:
@@ -125,7 +118,7 @@ class StateStore:
             raise StateError(f"{path} is damaged: {one_line(error)}") from None
 
 
-def answer_state(labels: StateStore, message: StateQuery, *, peek: bool = False) -> Any:
+def answer_state(labels: StateStore, message: StateQuery, *, peek: bool = False) -> State | Error:
     """The session's label; `peek` (the owner asking) never creates a sub-agent's file."""
     look = labels.peek if peek else labels.read
     try:

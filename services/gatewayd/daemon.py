@@ -8,6 +8,7 @@ owner's authenticated client sends, and runs as its own user so loopd cannot use
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
@@ -35,43 +36,44 @@ async def serve(ctx: Context) -> None:
     def as_gatewayd(socket: zmq.Socket[Any]) -> None:
         curve.connect_curve(socket, own, brokerd)
 
-    loop = Client(ctx.zmq, loop_endpoint, name="loopd", timeout=10.0, tries=1)
-    history = Client(ctx.zmq, loop_endpoint, name="loopd", timeout=5.0, tries=2)
-    admin = Client(ctx.zmq, admin_endpoint, name="brokerd", secure=as_gatewayd)
     heads = HeadKeeper(ctx.home.witness("gatewayd"), ctx.home.ledger)
-    gateway = Gateway(loop, history, admin, heads)
     auth = curve.start_zap(ctx.zmq, {"gateway": curve.AllowList({owner: "owner"})})
-    router = Router(
-        ctx.zmq,
-        ctx.endpoint("gateway"),
-        gateway.handle,
-        service="gatewayd",
-        secure=lambda socket: curve.serve_curve(socket, own, "gateway"),
-    )
-    log.info("serving: %r, %r", router, gateway)
     try:
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(router.serve)
-            tasks.start_soon(heads.run)
-            tasks.start_soon(gateway.run)
-            tasks.start_soon(
-                lambda: follow(
-                    ctx.zmq,
-                    ctx.endpoint("loop-events"),
-                    on_message=gateway.on_loop_event,
-                    on_connect=gateway.on_loop_connect,
-                )
+        async with (
+            Client(ctx.zmq, loop_endpoint, name="loopd", timeout=10.0, tries=1) as loop,
+            Client(ctx.zmq, loop_endpoint, name="loopd", timeout=5.0, tries=2) as history,
+            Client(ctx.zmq, admin_endpoint, name="brokerd", secure=as_gatewayd) as admin,
+        ):
+            gateway = Gateway(loop, history, admin, heads)
+            router = Router(
+                ctx.zmq,
+                ctx.endpoint("gateway"),
+                gateway.routes,
+                service="gatewayd",
+                secure=lambda socket: curve.serve_curve(socket, own, "gateway"),
             )
-            tasks.start_soon(
-                lambda: follow(
-                    ctx.zmq,
-                    ctx.endpoint("broker-events"),
-                    on_message=gateway.on_broker_event,
-                    on_connect=gateway.on_broker_connect,
-                )
-            )
+            log.info("serving: %r, %r", router, gateway)
+            await _serve(ctx, router, gateway)
     finally:
-        with anyio.CancelScope(shield=True):
-            for client in (loop, history, admin):
-                client.close()
-            auth.stop()
+        auth.stop()
+
+
+async def _serve(ctx: Context, router: Router, gateway: Gateway) -> None:
+    """The socket, the witness, the pending list and both event streams, until cancelled."""
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(router.serve)
+        tasks.start_soon(gateway.heads.run)
+        tasks.start_soon(gateway.run)
+        for stream, on_message, on_connect in (
+            ("loop-events", gateway.on_loop_event, gateway.on_loop_connect),
+            ("broker-events", gateway.on_broker_event, gateway.on_broker_connect),
+        ):
+            tasks.start_soon(
+                functools.partial(
+                    follow,
+                    ctx.zmq,
+                    ctx.endpoint(stream),
+                    on_message=on_message,
+                    on_connect=on_connect,
+                )
+            )

@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 
 from bxcore import wire
+from bxcore.bounded import Bounded
 from bxcore.client import Client, ProtocolError, Unreachable
 from bxcore.ids import parent_of_sub
 from bxcore.messages import (
@@ -42,6 +40,9 @@ from bxcore.messages import (
     VerdictRequest,
     short,
 )
+from bxcore.once import Once
+from bxcore.routes import Refusal, Route, Routes
+from bxcore.sockets import GatewayAnswer, GatewayRequest
 from bxcore.wire import MAX_MESSAGE
 from services.gatewayd.heads import HeadKeeper
 from services.gatewayd.window import Took, Windows
@@ -53,7 +54,8 @@ PENDING_REFRESH_S = 5.0  # brokerd's pending list is re-read this often, for the
 EVENTS_BUDGET = MAX_MESSAGE // 4
 PENDING_BUDGET = MAX_MESSAGE // 4
 SETTLED_KEPT = 4096
-ANSWERS_KEPT = 1024
+ANSWERS_KEPT = 1024  # of owner messages, and of verdicts
+REFUSAL = Refusal("the gateway socket does not take {type}")
 
 
 class Unavailable(Exception):
@@ -68,59 +70,41 @@ class Gateway:
         self.heads = heads
         self.windows = Windows()
         self.pending: dict[str, ApprovalInfo] = {}
-        self._settled: OrderedDict[str, None] = OrderedDict()
+        self._settled: Bounded[str, None] = Bounded(SETTLED_KEPT)
         self._changed = anyio.Event()
-        self._answers: OrderedDict[bytes, Any] = OrderedDict()
-        self._in_flight: dict[bytes, anyio.Event] = {}
+        # Idempotent per request (§3.1), keyed by the whole request: a client's retry gets the
+        # first answer, never a second owner message or verdict upstream.
+        self._owner_messages: Once[bytes, Accepted | Error] = Once(Bounded(ANSWERS_KEPT), keep=kept)
+        self._verdicts: Once[bytes, Settled | Error] = Once(Bounded(ANSWERS_KEPT), keep=kept)
         self._requested_meanwhile: list[ApprovalInfo] | None = None
         self._refresh_lock = anyio.Lock()
         self._refresh_wanted = False
         self._brokerd_ok = True
         self._pending_known = False  # until brokerd's list has been read once
         self._tasks: TaskGroup | None = None
+        self.routes: Routes[GatewayAnswer] = Routes(
+            GatewayRequest,
+            REFUSAL,
+            Route(EventsQuery, self.events_query),
+            Route(OwnerMessage, self.owner_message),
+            Route(VerdictRequest, self.verdict),
+            Route(PendingQuery, self.pending_query),
+        )
 
     def __repr__(self) -> str:
         return f"Gateway({len(self.pending)} pending, {self.windows!r}, {self.heads!r})"
 
     # --- the gateway socket ------------------------------------------------------------------
 
-    async def handle(self, message: Any) -> Any:
-        if isinstance(message, EventsQuery):
-            return await self._events(message)
-        if isinstance(message, OwnerMessage):
-            return await self._once(message, self._owner_message)
-        if isinstance(message, VerdictRequest):
-            return await self._once(message, self._verdict)
-        if isinstance(message, PendingQuery):
-            return await self._pending_query(message)
-        request_id = getattr(message, "id", None)
-        if request_id is None:  # an event, say: nothing to answer to (§3.1)
-            return None
-        return Error(
-            request_id, ErrorCode.BAD_MESSAGE, f"the gateway socket does not take {message.TYPE}"
+    async def owner_message(self, message: OwnerMessage) -> Accepted | Error:
+        return await self._owner_messages.answer(
+            wire.encode(message), lambda: self._owner_message(message)
         )
 
-    async def _once(self, message: Any, do: Callable[[Any], Awaitable[Any]]) -> Any:
-        """Idempotent per request (§3.1): a client's retry gets the first answer, never a
-        second owner message or verdict upstream."""
-        key = wire.encode(message)
-        while (waiting := self._in_flight.get(key)) is not None:
-            await waiting.wait()
-        if key in self._answers:
-            return self._answers[key]
-        done = self._in_flight[key] = anyio.Event()
-        try:
-            answer = await do(message)
-            if not (isinstance(answer, Error) and answer.code is ErrorCode.UNAVAILABLE):
-                self._answers[key] = answer
-                while len(self._answers) > ANSWERS_KEPT:
-                    self._answers.popitem(last=False)
-            return answer
-        finally:
-            del self._in_flight[key]
-            done.set()
+    async def verdict(self, message: VerdictRequest) -> Settled | Error:
+        return await self._verdicts.answer(wire.encode(message), lambda: self._verdict(message))
 
-    async def _owner_message(self, message: OwnerMessage) -> Any:
+    async def _owner_message(self, message: OwnerMessage) -> Accepted | Error:
         upstream = replace(message, id=_rid())
         try:
             answer = await self._loop.request(upstream, timeout=10.0, tries=1)
@@ -130,7 +114,7 @@ class Gateway:
             return replace(answer, id=message.id)
         return Error(message.id, ErrorCode.INTERNAL, f"loopd answered {type(answer).__name__}")
 
-    async def _verdict(self, message: VerdictRequest) -> Any:
+    async def _verdict(self, message: VerdictRequest) -> Settled | Error:
         by = short(f"{message.by} via gatewayd")
         upstream = replace(message, id=_rid(), by=by)
         try:
@@ -146,7 +130,7 @@ class Gateway:
             return replace(answer, id=message.id)
         return Error(message.id, ErrorCode.INTERNAL, f"brokerd answered {type(answer).__name__}")
 
-    async def _pending_query(self, message: PendingQuery) -> Any:
+    async def pending_query(self, message: PendingQuery) -> PendingList | Error:
         try:
             answer = await self._fetch_pending()
         except Unavailable as error:
@@ -155,7 +139,7 @@ class Gateway:
 
     # --- events ------------------------------------------------------------------------------
 
-    async def _events(self, query: EventsQuery) -> Any:
+    async def events_query(self, query: EventsQuery) -> Events | Error:
         """Events after `query.after` as soon as there are any, else when `wait_ms` passes;
         with the approvals pending for the session (and its sub-agents) now."""
         deadline = anyio.current_time() + query.wait_ms / 1000
@@ -245,7 +229,7 @@ class Gateway:
 
     # --- the streams -------------------------------------------------------------------------
 
-    def on_loop_event(self, message: Any) -> None:
+    def on_loop_event(self, message: object) -> None:
         if not isinstance(message, TurnEvent):
             return
         self.windows.get(message.session).take(message)
@@ -258,7 +242,7 @@ class Gateway:
         self.windows.all_stale()
         self._notify()
 
-    def on_broker_event(self, message: Any) -> None:
+    def on_broker_event(self, message: object) -> None:
         if isinstance(message, ApprovalRequested):
             info = message.approval
             if self._requested_meanwhile is not None:
@@ -326,14 +310,17 @@ class Gateway:
 
     def _settle(self, approval: str) -> None:
         self.pending.pop(approval, None)
-        self._settled[approval] = None
-        while len(self._settled) > SETTLED_KEPT:
-            self._settled.popitem(last=False)
+        self._settled.put(approval, None)
         self._notify()
 
     def _notify(self) -> None:
         self._changed.set()
         self._changed = anyio.Event()
+
+
+def kept(answer: Accepted | Settled | Error) -> bool:
+    """Whether a retry may get `answer` again: not when loopd or brokerd did not answer."""
+    return not (isinstance(answer, Error) and answer.code is ErrorCode.UNAVAILABLE)
 
 
 def descends(session: str, ancestor: str) -> bool:

@@ -8,10 +8,11 @@ window that may lag behind loopd (a gap in the stream, a reconnect) is `stale` u
 from __future__ import annotations
 
 import enum
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Iterable
 
 from bxcore import wire
+from bxcore.bounded import Bounded
 from bxcore.messages import TurnEvent
 
 MAX_EVENTS = 2_000
@@ -101,8 +102,7 @@ class Windows:
     """The windows of the sessions seen lately, the least recently used dropped first."""
 
     def __init__(self, limit: int = MAX_SESSIONS) -> None:
-        self._limit = limit
-        self._windows: OrderedDict[str, Window] = OrderedDict()
+        self._windows: Bounded[str, Window] = Bounded(limit, recency=True)
 
     def __repr__(self) -> str:
         return f"Windows({len(self._windows)} sessions)"
@@ -110,11 +110,8 @@ class Windows:
     def get(self, session: str) -> Window:
         window = self._windows.get(session)
         if window is None:
-            window = self._windows[session] = Window(session)
-            while len(self._windows) > self._limit:
-                self._windows.popitem(last=False)
-        else:
-            self._windows.move_to_end(session)
+            window = Window(session)
+            self._windows.put(session, window)
         return window
 
     def all_stale(self) -> None:

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import logging
 import os
-from collections import OrderedDict
-from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 
+from bxcore.bounded import Bounded
 from bxcore.client import Client
 from bxcore.daemon import Context
 from bxcore.events import Publisher
@@ -34,7 +33,10 @@ from bxcore.messages import (
     SessionList,
     SessionsQuery,
 )
+from bxcore.once import Once
 from bxcore.router import Router
+from bxcore.routes import Refusal, Route, Routes
+from bxcore.sockets import LoopAnswer, LoopRequest
 from bxcore.wire import MAX_MESSAGE
 from services.loopd.history import SessionLog
 from services.loopd.model import Model
@@ -50,6 +52,7 @@ SUB_SESSION_REFUSED = (
     "choose another session name"
 )
 HISTORY_BUDGET = MAX_MESSAGE // 2  # events are escaped once more inside a history message
+REFUSAL = Refusal("loopd does not take {type}")
 
 
 class Loop:
@@ -59,7 +62,15 @@ class Loop:
         self._tasks = tasks
         self.sessions = Sessions(ctx.home)
         self._busy: set[str] = set()
-        self._accepted: OrderedDict[str, Accepted] = OrderedDict()  # request id -> answer
+        # (request id, session) -> its answer: a retried owner message never runs a second turn
+        self._accepted: Once[tuple[str, str], Accepted] = Once(Bounded(REMEMBERED))
+        self.routes: Routes[LoopAnswer] = Routes(
+            LoopRequest,
+            REFUSAL,
+            Route(OwnerMessage, self.owner_message),
+            Route(SessionsQuery, self.sessions_query),
+            Route(HistoryQuery, self.history_query),
+        )
         broker = ctx.endpoint("broker")
         self.turns = Turns(
             ctx.config,
@@ -79,37 +90,30 @@ class Loop:
             log.info("resuming %s turn %s", name, turn)
             self._work(name)
 
-    async def handle(self, message: Any) -> Any:
-        if isinstance(message, OwnerMessage):
-            repeat = self._accepted.get(message.id)
-            if repeat is not None and repeat.session == message.session:
-                return repeat  # a retried request (§3.1): the same answer, no second turn
-            if kept_for_sub_agents(message.session):  # a spawn must never find it taken
-                return Error(message.id, ErrorCode.BAD_MESSAGE, SUB_SESSION_REFUSED)
-            session = self.sessions.get(message.session)
-            turn = session.turns + 1
-            said = session.event(turn, OwnerSaid(message.text))
-            self._publisher.publish(said)
-            self._work(message.session)
-            accepted = Accepted(message.id, message.session, turn, said.seq)
-            self._accepted[message.id] = accepted
-            if len(self._accepted) > REMEMBERED:
-                self._accepted.popitem(last=False)
-            return accepted
-        if isinstance(message, SessionsQuery):
-            return SessionList(message.id, tuple(self._info(s) for s in self.sessions.names()))
-        if isinstance(message, HistoryQuery):
-            return self._history(message)
-        request_id = getattr(message, "id", None)
-        if request_id is None:  # an event or an answer: nothing to answer (§3.1)
-            return None
-        return Error(request_id, ErrorCode.BAD_MESSAGE, f"loopd does not take {message.TYPE}")
+    async def owner_message(self, message: OwnerMessage) -> Accepted | Error:
+        """Written to the session's history, then a turn for it; a retry gets the first answer."""
+        if kept_for_sub_agents(message.session):  # a spawn must never find it taken
+            return Error(message.id, ErrorCode.BAD_MESSAGE, SUB_SESSION_REFUSED)
+        return await self._accepted.answer(
+            (message.id, message.session), lambda: self._accept(message)
+        )
+
+    async def _accept(self, message: OwnerMessage) -> Accepted:
+        session = self.sessions.get(message.session)
+        turn = session.turns + 1
+        said = session.event(turn, OwnerSaid(message.text))
+        self._publisher.publish(said)
+        self._work(message.session)
+        return Accepted(message.id, message.session, turn, said.seq)
+
+    async def sessions_query(self, message: SessionsQuery) -> SessionList:
+        return SessionList(message.id, tuple(self._info(s) for s in self.sessions.names()))
 
     def _info(self, name: str) -> SessionInfo:
         summary = self.sessions.summary(name)
         return SessionInfo(name, summary.turns, name in self._busy, summary.updated)
 
-    def _history(self, message: HistoryQuery) -> History:
+    async def history_query(self, message: HistoryQuery) -> History:
         """A page read from the file (asking creates no session)."""
         events, more = self.sessions.page(message.session, message.after or 0, HISTORY_BUDGET)
         return History(message.id, message.session, tuple(events), more)
@@ -141,7 +145,7 @@ async def serve(ctx: Context) -> None:
     try:
         async with anyio.create_task_group() as tasks:
             loop = Loop(ctx, model, publisher, tasks)
-            router = Router(ctx.zmq, ctx.endpoint("loop"), loop.handle, service="loopd")
+            router = Router(ctx.zmq, ctx.endpoint("loop"), loop.routes, service="loopd")
             loop.resume()
             log.info("serving: %r, %r", router, loop)
             tasks.start_soon(router.serve)

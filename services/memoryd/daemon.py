@@ -10,9 +10,7 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
-from typing import Any
 
-import zmq
 import zmq.asyncio
 
 from bxcore.client import Client, ProtocolError, Unreachable
@@ -22,7 +20,6 @@ from bxcore.labels import CLEAN, Label
 from bxcore.messages import (
     Done,
     Error,
-    ErrorCode,
     Failed,
     Outcome,
     State,
@@ -31,6 +28,8 @@ from bxcore.messages import (
     ToolResponse,
 )
 from bxcore.router import Router
+from bxcore.routes import Refusal, Route, Routes, type_of
+from bxcore.sockets import MemoryAnswer, MemoryRequest
 from bxcore.tools import ToolName
 from services.memoryd import arguments
 from services.memoryd.arguments import ArgumentsError, Forget, Recall
@@ -41,6 +40,7 @@ log = logging.getLogger("memoryd")
 LABEL_TIMEOUT_S = 1.5  # a try; brokerd waits 5 s a try for memoryd, so this fails first
 LABEL_TRIES = 2
 MAX_MESSAGE = 1000  # characters of a `Failed` message
+REFUSAL = Refusal("memoryd takes only memory tool_request")  # any other message, or tool
 
 LabelAsker = Callable[[str], Awaitable[Label]]
 
@@ -53,47 +53,48 @@ def ask_broker(ctx: zmq.asyncio.Context, endpoint: str) -> LabelAsker:
     """A `LabelAsker` that sends `state_query` to brokerd, a fresh socket per question."""
 
     async def ask(session: str) -> Label:
-        client = Client(ctx, endpoint, name="brokerd", timeout=LABEL_TIMEOUT_S, tries=LABEL_TRIES)
         query = StateQuery(f"m-{secrets.token_hex(8)}", session)
         try:
-            answer = await client.request(query)
+            async with Client(
+                ctx, endpoint, name="brokerd", timeout=LABEL_TIMEOUT_S, tries=LABEL_TRIES
+            ) as client:
+                answer = await client.request(query)
         except (Unreachable, ProtocolError) as error:
             raise LabelUnknown(str(error)) from None
-        finally:
-            client.close()
         if isinstance(answer, State) and answer.session == session:
             return answer.label
         if isinstance(answer, Error):
             raise LabelUnknown(f"brokerd answered {answer.code.value}: {answer.message}")
         if isinstance(answer, State):
             raise LabelUnknown(f"brokerd answered for session {answer.session}, not {session}")
-        raise LabelUnknown(f"brokerd answered {type(answer).TYPE}, not state")
+        raise LabelUnknown(f"brokerd answered {type_of(type(answer))}, not state")
 
     return ask
 
 
 class Memory:
-    """Answers memory `tool_request`s from a store; asks `label_of` for a note's label."""
+    """Answers memory `tool_request`s from a store; asks `label_of` for a note's label.
+    `routes` is the memory socket's table."""
 
     def __init__(self, store: Store, label_of: LabelAsker, now: Callable[[], int] = now_ms) -> None:
         self.store = store
         self._label_of = label_of
         self._now = now
         self._served = 0
+        self.routes: Routes[MemoryAnswer] = Routes(
+            MemoryRequest, REFUSAL, Route(ToolRequest, self.tool_request)
+        )
 
     def __repr__(self) -> str:
         return f"Memory({self.store!r}, served {self._served})"
 
-    async def handle(self, message: Any) -> Any:
-        """One request on the memory socket; any message but a memory call is refused."""
-        if isinstance(message, ToolRequest) and message.tool == ToolName.MEMORY:
-            outcome = await self.run(message)
-            self._served += 1
-            return ToolResponse(message.id, outcome)
-        request_id = getattr(message, "id", None)
-        if request_id is None:
-            return None  # nothing to answer to
-        return Error(request_id, ErrorCode.BAD_MESSAGE, "memoryd takes only memory tool_request")
+    async def tool_request(self, message: ToolRequest) -> ToolResponse | Error:
+        """A memory call; a call of any other tool is refused as any other message is."""
+        if message.tool != ToolName.MEMORY:
+            return Error(message.id, REFUSAL.code, REFUSAL.text)
+        outcome = await self.run(message)
+        self._served += 1
+        return ToolResponse(message.id, outcome)
 
     async def run(self, request: ToolRequest) -> Outcome:
         try:
@@ -145,7 +146,7 @@ async def serve(ctx: Context) -> None:
     try:
         memory = Memory(store, ask_broker(ctx.zmq, ctx.endpoint("broker")))
         endpoint = ctx.endpoint("memory")
-        router = Router(ctx.zmq, endpoint, memory.handle, service="memoryd")  # or SetupError
+        router = Router(ctx.zmq, endpoint, memory.routes, service="memoryd")  # or SetupError
         log.info("serving %s with %s", endpoint, store.path)
         await router.serve()
     finally:

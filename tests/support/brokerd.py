@@ -10,6 +10,7 @@ Everything here talks to a real brokerd over its real sockets; nothing replaces 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import shutil
 import tempfile
@@ -21,6 +22,7 @@ from typing import Any
 import zmq
 
 from bxcore import curve, wire
+from bxcore.client import dealer
 from bxcore.home import Home
 from bxcore.messages import LedgerHead, ToolRequest
 from tests.support.daemons import CURVE_SERVER, Daemon
@@ -87,15 +89,14 @@ class RawClient:
         self, home: Path, socket: str, *, keys: curve.KeyPair | bool | None = None
     ) -> None:
         paths = Home(home)
-        self.socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
-        self.socket.setsockopt(zmq.LINGER, 0)
-        # As every boxmaker client: a frame over 4 MiB is refused (and drops the connection).
-        self.socket.setsockopt(zmq.MAXMSGSIZE, wire.MAX_MESSAGE)
+        secure = None
         if socket in CURVE_SERVER and keys is not False:
             pair = keys if isinstance(keys, curve.KeyPair) else curve.load_pair(paths.keys, "owner")
             server = curve.load_public(paths.keys, CURVE_SERVER[socket])
-            curve.connect_curve(self.socket, pair, server)
-        self.socket.connect(paths.endpoint(socket))
+            secure = functools.partial(curve.connect_curve, own=pair, server_public=server)
+        # As every boxmaker client: a frame over 4 MiB is refused (and drops the connection).
+        ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+        self.socket = dealer(ctx, paths.endpoint(socket), secure)
 
     def __enter__(self) -> RawClient:
         return self

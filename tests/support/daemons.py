@@ -19,9 +19,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import zmq
-
-from bxcore import curve, report, wire
+from bxcore import curve, report
+from bxcore.client import Secure, SyncClient, Unreachable
 from bxcore.home import Home
 from bxcore.messages import Ping, Pong
 from services.brokerd import leftovers
@@ -32,23 +31,28 @@ CURVE_SERVER = {"admin": "brokerd", "gateway": "gatewayd"}
 
 
 def sync_request(home: Path, socket: str, message: Any, *, timeout: float = 10.0) -> Any:
-    """One request over a fresh DEALER (as the owner on a CURVE socket); the decoded answer."""
-    paths = Home(home)
-    ctx = zmq.Context.instance()
-    dealer = ctx.socket(zmq.DEALER)
-    dealer.setsockopt(zmq.LINGER, 0)
-    if socket in CURVE_SERVER:
-        owner = curve.load_pair(paths.keys, "owner")
-        server = curve.load_public(paths.keys, CURVE_SERVER[socket])
-        curve.connect_curve(dealer, owner, server)
-    dealer.connect(paths.endpoint(socket))
-    try:
-        dealer.send(wire.encode(message))
-        if not dealer.poll(int(timeout * 1000)):
-            raise TimeoutError(f"no answer on {socket} in {timeout} s to {message!r}")
-        return wire.decode(dealer.recv())
-    finally:
-        dealer.close(linger=0)
+    """One request, one try (as the owner on a CURVE socket); the answer that carries its id."""
+    with SyncClient(
+        Home(home).endpoint(socket),
+        name=socket,
+        timeout=timeout,
+        tries=1,
+        secure=as_owner(home, socket),
+    ) as client:
+        try:
+            return client.request(message)
+        except Unreachable:
+            raise TimeoutError(f"no answer on {socket} in {timeout} s to {message!r}") from None
+
+
+def as_owner(home: Path, socket: str) -> Secure | None:
+    """What makes a client the owner on a CURVE socket; None on the others."""
+    if socket not in CURVE_SERVER:
+        return None
+    keys = Home(home).keys
+    owner = curve.load_pair(keys, "owner")
+    server = curve.load_public(keys, CURVE_SERVER[socket])
+    return lambda dealer: curve.connect_curve(dealer, owner, server)
 
 
 class Daemon:

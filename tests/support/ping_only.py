@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 import anyio
 import zmq.asyncio
@@ -12,16 +11,15 @@ import zmq.asyncio
 from bxcore.home import Home
 from bxcore.messages import Error, ErrorCode
 from bxcore.router import Router
+from bxcore.routes import Refusal, Routes
 
 
 async def _serve(home: Home, name: str) -> None:
     ctx = zmq.asyncio.Context()
-
-    async def handle(message: Any) -> Any:
-        return Error(message.id, ErrorCode.WRONG_SOCKET, f"{name} only answers ping")
-
+    refusal = Refusal(f"{name} only answers ping", ErrorCode.WRONG_SOCKET)
+    nothing: Routes[Error] = Routes((), refusal)
     try:
-        await Router(ctx, home.endpoint(name), handle, service=name).serve()
+        await Router(ctx, home.endpoint(name), nothing, service=name).serve()
     finally:
         ctx.destroy(linger=0)
 

@@ -69,3 +69,16 @@ def test_no_service_imports_another(source: Path) -> None:
 def test_bxcore_imports_no_service_and_no_bxctl(source: Path) -> None:
     for name in imported(source):
         assert top(name) not in ("services", "bxctl"), f"bxcore/{source.name} imports {name}"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [*modules("bxcore"), *modules("bxctl"), *modules("services")],
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_only_bxcore_aio_uses_asyncio_itself(source: Path) -> None:
+    """The seams where the box depends on anyio's asyncio backend are in one module."""
+    if source == ROOT / "bxcore" / "aio.py":
+        return
+    for name in imported(source):
+        assert top(name) != "asyncio", f"{source.relative_to(ROOT)} imports {name}: use bxcore.aio"

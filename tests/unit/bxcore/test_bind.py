@@ -8,7 +8,6 @@ import socket
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 import zmq
@@ -18,10 +17,9 @@ from bxcore import curve
 from bxcore.errors import SetupError
 from bxcore.events import Publisher
 from bxcore.router import Router, bind_failure
+from bxcore.routes import Refusal, Routes
 
-
-async def nothing(message: Any) -> Any:
-    return None
+nothing: Routes[None] = Routes((), Refusal("the test socket takes nothing"))
 
 
 def ends_within(action: Callable[[], None], seconds: float) -> bool:

@@ -1,9 +1,11 @@
-"""The ROUTER loop, the Lazy Pirate client, the run lock and CURVE, over real ipc sockets."""
+"""The ROUTER loop, the Lazy Pirate clients, the run lock and CURVE, over real ipc sockets."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,17 +15,25 @@ import zmq
 import zmq.asyncio
 
 from bxcore import curve, runlock, wire
-from bxcore.client import Client, Unreachable
+from bxcore.client import Client, ProtocolError, SyncClient, Unreachable
 from bxcore.labels import SESSION_DEFAULT
 from bxcore.messages import Error, ErrorCode, Ping, Pong, State, StateQuery
 from bxcore.router import Router
+from bxcore.routes import Refusal, Route, Routes
 
 pytestmark = pytest.mark.anyio
 
 
-async def echo_state(message: Any) -> Any:
-    assert isinstance(message, StateQuery)
+Handle = Callable[[StateQuery], Awaitable[State]]
+
+
+async def echo_state(message: StateQuery) -> State:
     return State(message.id, message.session, SESSION_DEFAULT)
+
+
+def table(handle: Handle = echo_state) -> Routes[State]:
+    """A socket that takes `state_query` only."""
+    return Routes(StateQuery, Refusal("testd does not take {type}"), Route(StateQuery, handle))
 
 
 @pytest.fixture
@@ -51,13 +61,13 @@ class Served:
 def serving(
     ctx: zmq.asyncio.Context,
     path: Path,
-    handle: Callable[[Any], Awaitable[Any]] = echo_state,
+    handle: Handle = echo_state,
     **options: Any,
 ) -> Any:
     class Scope:
         async def __aenter__(self) -> Served:
             endpoint = f"ipc://{path}/t.sock"
-            self.router = Router(ctx, endpoint, handle, service="testd", **options)
+            self.router = Router(ctx, endpoint, table(handle), service="testd", **options)
             self.tasks = anyio.create_task_group()
             await self.tasks.__aenter__()
             self.tasks.start_soon(self.router.serve)
@@ -114,7 +124,7 @@ async def test_a_frame_over_four_mebibytes_is_refused_and_serving_goes_on(
 async def test_a_client_that_vanishes_mid_request_does_not_stop_the_server(
     ctx: zmq.asyncio.Context, short_tmp: Path
 ) -> None:
-    async def slow(message: Any) -> Any:
+    async def slow(message: StateQuery) -> State:
         await anyio.sleep(0.2)
         return await echo_state(message)
 
@@ -131,7 +141,7 @@ async def test_a_client_that_vanishes_mid_request_does_not_stop_the_server(
 async def test_a_handler_that_fails_is_answered_internal_and_serving_goes_on(
     ctx: zmq.asyncio.Context, short_tmp: Path
 ) -> None:
-    async def broken(message: Any) -> Any:
+    async def broken(message: StateQuery) -> State:
         if message.session == "boom":
             raise RuntimeError("kaput")
         return await echo_state(message)
@@ -148,7 +158,7 @@ async def test_the_client_retries_with_a_fresh_socket_until_the_server_answers(
 ) -> None:
     seen: list[str] = []
 
-    async def forgetful(message: Any) -> Any:
+    async def forgetful(message: StateQuery) -> State:
         seen.append(message.id)
         if len(seen) == 1:
             await anyio.sleep(10)  # the first attempt is never answered in time
@@ -164,10 +174,11 @@ async def test_the_client_retries_with_a_fresh_socket_until_the_server_answers(
 async def test_a_server_that_never_answers_is_unreachable_after_the_tries(
     ctx: zmq.asyncio.Context, short_tmp: Path
 ) -> None:
-    client = Client(ctx, f"ipc://{short_tmp}/nobody.sock", name="nobody", timeout=0.1, tries=2)
-    with pytest.raises(Unreachable, match=r"nobody did not answer .*\(2 tries"):
-        await client.request(Ping("u1"))
-    client.close()
+    nobody = f"ipc://{short_tmp}/nobody.sock"
+    async with Client(ctx, nobody, name="nobody", timeout=0.1, tries=2) as client:
+        with pytest.raises(Unreachable, match=r"nobody did not answer .*\(2 tries"):
+            await client.request(Ping("u1"))
+        assert not client.connected, "a socket that saw no answer is not kept"
 
 
 def test_a_second_run_lock_on_the_same_file_is_refused(short_tmp: Path) -> None:
@@ -220,7 +231,7 @@ async def test_a_request_that_arrives_while_the_server_stops_is_not_started(
     would outlive serve() (in brokerd: a call decided and run after the stop began)."""
     started: list[str] = []
 
-    async def slow_to_stop(message: Any) -> Any:
+    async def slow_to_stop(message: StateQuery) -> State:
         started.append(message.id)
         try:
             await anyio.sleep(10)
@@ -230,7 +241,7 @@ async def test_a_request_that_arrives_while_the_server_stops_is_not_started(
         return await echo_state(message)
 
     endpoint = f"ipc://{short_tmp}/t.sock"
-    router = Router(ctx, endpoint, slow_to_stop, service="testd")
+    router = Router(ctx, endpoint, table(slow_to_stop), service="testd")
     raw = Served(ctx, endpoint).raw()
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(router.serve)
@@ -244,3 +255,116 @@ async def test_a_request_that_arrives_while_the_server_stops_is_not_started(
             await anyio.sleep(0.1)
     raw.close()
     assert started == ["first"]
+
+
+async def test_a_message_the_socket_does_not_take_gets_the_tables_refusal(
+    ctx: zmq.asyncio.Context, short_tmp: Path
+) -> None:
+    async with serving(ctx, short_tmp) as served:
+        raw = served.raw()
+        await raw.send(b'{"type":"ledger_head","seq":1,"hash":"' + b"0" * 64 + b'"}')
+        await raw.send(wire.encode(Pong("n1", "x", 1, "0", "now")))
+        answer = wire.decode(await raw.recv())
+        assert answer == Error("n1", ErrorCode.BAD_MESSAGE, "testd does not take pong")
+        raw.close()
+
+
+async def test_a_socket_not_ready_answers_ping_at_once_and_holds_the_rest_until_ready(
+    ctx: zmq.asyncio.Context, short_tmp: Path
+) -> None:
+    """brokerd's sockets while the ledger loads: alive to the supervisor, answering once loaded."""
+    ready = anyio.Event()
+    async with serving(ctx, short_tmp, ready=ready) as served, served.client() as client:
+        assert isinstance(await client.request(Ping("p1"), timeout=1.0, tries=1), Pong)
+        with pytest.raises(Unreachable):
+            await client.request(StateQuery("h1", "s"), timeout=0.2, tries=1)
+        ready.set()
+        assert await client.request(StateQuery("h2", "s")) == State("h2", "s", SESSION_DEFAULT)
+
+
+# --- the blocking client, against the same router ---------------------------------------------
+
+
+def sync_client(served: Served, **options: Any) -> SyncClient:
+    return SyncClient(served.endpoint, name="test server", **options)
+
+
+async def test_the_sync_client_skips_an_answer_to_another_request_and_tries_again(
+    ctx: zmq.asyncio.Context, short_tmp: Path
+) -> None:
+    seen: list[str] = []
+
+    async def confused(message: StateQuery) -> State:
+        seen.append(message.id)
+        answer_id = "someone-else" if len(seen) == 1 else message.id
+        return State(answer_id, message.session, SESSION_DEFAULT)
+
+    async with serving(ctx, short_tmp, confused) as served:
+        with sync_client(served, timeout=0.2, tries=3) as client:
+            answer = await anyio.to_thread.run_sync(client.request, StateQuery("s1", "chat-1"))
+    assert answer == State("s1", "chat-1", SESSION_DEFAULT)
+    assert seen == ["s1", "s1"]
+
+
+def test_the_sync_client_is_unreachable_after_its_tries(short_tmp: Path) -> None:
+    with SyncClient(f"ipc://{short_tmp}/nobody.sock", name="nobody", timeout=0.1, tries=2) as c:
+        with pytest.raises(Unreachable, match=r"nobody did not answer .*\(2 tries, 0.1 s each\)"):
+            c.request(Ping("u1"))
+        assert not c.connected
+
+
+@pytest.fixture
+def silent_server(short_tmp: Path) -> Iterator[str]:
+    """A ROUTER that reads and never answers."""
+    endpoint = f"ipc://{short_tmp}/silent.sock"
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    socket = context.socket(zmq.ROUTER)
+    socket.setsockopt(zmq.LINGER, 0)
+    socket.bind(endpoint)
+    yield endpoint
+    context.destroy(linger=0)
+
+
+def test_on_silence_is_called_once_when_the_first_try_waited_that_long(silent_server: str) -> None:
+    calls: list[float] = []
+    client = SyncClient(silent_server, name="silent", timeout=0.2, tries=2)
+    with client, pytest.raises(Unreachable):
+        client.request(Ping("q1"), on_silence=lambda: calls.append(1.0), silence_s=0.05)
+    assert len(calls) == 1
+
+
+def test_on_silence_may_give_up_at_once(silent_server: str) -> None:
+    class Down(Exception):
+        pass
+
+    def down() -> None:
+        raise Down
+
+    started = time.monotonic()
+    with SyncClient(silent_server, name="silent", timeout=5.0, tries=3) as client:
+        with pytest.raises(Down):
+            client.request(Ping("q1"), on_silence=down, silence_s=0.05)
+        assert not client.connected, "given up: the socket is closed"
+    assert time.monotonic() - started < 2.0
+
+
+def test_an_answer_that_does_not_decode_is_a_protocol_error(short_tmp: Path) -> None:
+    endpoint = f"ipc://{short_tmp}/garbled.sock"
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    server = context.socket(zmq.ROUTER)
+    server.setsockopt(zmq.LINGER, 0)
+    server.bind(endpoint)
+
+    def garble() -> None:
+        identity, _ = server.recv_multipart()
+        server.send_multipart([identity, b"\xff not json"])
+
+    thread = threading.Thread(target=garble, daemon=True)
+    thread.start()
+    try:
+        client = SyncClient(endpoint, name="garbled", timeout=5.0, tries=1)
+        with client, pytest.raises(ProtocolError, match=r"^garbled answered with a bad message: "):
+            client.request(Ping("b1"))
+    finally:
+        thread.join(5)
+        context.destroy(linger=0)

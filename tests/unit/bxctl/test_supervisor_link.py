@@ -1,12 +1,16 @@
 """The owner's one line when a service does not answer (issue 10): what the supervisor says
-of it, or the old question when no supervisor runs. Pure."""
+of it, or the old question when no supervisor runs (pure); and `ask`'s line when the
+supervisor itself does not answer."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
-from bxcore.messages import ServiceInfo, ServiceState
-from bxctl.supervisor_link import down, explain
+from bxcore.messages import ServiceInfo, ServiceState, SupervisorStatus
+from bxctl.supervisor_link import NoAnswer, ask, down, explain
 
 S = ServiceState
 TROUBLE = "did not answer at ipc:///h/run/admin.sock"
@@ -48,3 +52,10 @@ def test_without_a_supervisor_the_line_asks_whether_boxmaker_runs() -> None:
 def test_a_failed_service_with_no_exit_recorded_says_only_failed() -> None:
     line = explain("gatewayd", TROUBLE, info(S.FAILED, None))
     assert line.startswith("gatewayd is not running (failed); ")
+
+
+def test_a_supervisor_that_does_not_answer_is_one_line_naming_its_endpoint(short_tmp: Path) -> None:
+    endpoint = f"ipc://{short_tmp}/supervisor.sock"
+    line = f"the supervisor did not answer at {endpoint} in 0.1 s"
+    with pytest.raises(NoAnswer, match=f"^{re.escape(line)}$"):
+        ask(endpoint, SupervisorStatus("s1"), 0.1)

@@ -61,7 +61,7 @@ def request(arguments: str, call: str = "call_1", session: str = "chat-1") -> To
 
 
 async def outcome(memory: Memory, arguments: str, call: str = "call_1") -> object:
-    answer = await memory.handle(request(arguments, call))
+    answer = await memory.routes.dispatch(request(arguments, call))
     assert isinstance(answer, ToolResponse) and answer.id == "r1"
     return answer.outcome
 
@@ -170,16 +170,16 @@ async def test_a_failure_message_is_one_bounded_line(memory: Memory) -> None:
     ],
 )
 async def test_any_other_message_is_a_bad_message(memory: Memory, message: object) -> None:
-    assert await memory.handle(message) == Error(
+    assert await memory.routes.dispatch(message) == Error(
         "r1", ErrorCode.BAD_MESSAGE, "memoryd takes only memory tool_request"
     )
 
 
 async def test_a_message_without_an_id_gets_no_answer(memory: Memory) -> None:
-    assert await memory.handle(LedgerHead(1, "0" * 64)) is None
+    assert await memory.routes.dispatch(LedgerHead(1, "0" * 64)) is None
 
 
 async def test_the_repr_counts_what_was_served(memory: Memory) -> None:
-    await memory.handle(Ping("p"))
+    await memory.routes.dispatch(Ping("p"))
     await outcome(memory, '{"action":"recall","query":""}')
     assert repr(memory).endswith("served 1)")

@@ -1,0 +1,78 @@
+"""What each ROUTER socket takes and what it answers (SPEC §2.3): one union of request types a
+socket, and one of its answers, so that a socket's dispatch table (`bxcore.router.Routes`) and
+its handlers are typed with the messages themselves.
+
+Pure: types only. `ping` is in no union: every router answers it itself (§3.4).
+"""
+
+from __future__ import annotations
+
+from bxcore.messages import (
+    Absorb,
+    Accepted,
+    AuditAccept,
+    AuditRecords,
+    AuditReport,
+    AuditTail,
+    AuditVerify,
+    AwaitApproval,
+    Error,
+    Events,
+    EventsQuery,
+    Explain,
+    Explanation,
+    GrantList,
+    GrantsReload,
+    History,
+    HistoryQuery,
+    OwnerMessage,
+    PendingList,
+    PendingQuery,
+    SessionList,
+    SessionsQuery,
+    Settled,
+    State,
+    StateQuery,
+    SupervisorReport,
+    SupervisorRestart,
+    SupervisorStatus,
+    SupervisorStop,
+    ToolRequest,
+    ToolResponse,
+    VerdictRequest,
+)
+
+# brokerd's `broker` socket: loopd's and memoryd's tool calls and label questions (§3.3).
+BrokerRequest = ToolRequest | AwaitApproval | Absorb | StateQuery
+BrokerAnswer = ToolResponse | State | Error
+
+# brokerd's `admin` socket: the owner's side (§3.6, §9, §13).
+AdminRequest = (
+    VerdictRequest
+    | PendingQuery
+    | GrantsReload
+    | AuditTail
+    | AuditVerify
+    | AuditAccept
+    | StateQuery
+    | Explain
+)
+AdminAnswer = (
+    Settled | PendingList | GrantList | AuditRecords | AuditReport | State | Explanation | Error
+)
+
+# loopd's `loop` socket: owner messages and the sessions' histories (§10).
+LoopRequest = OwnerMessage | SessionsQuery | HistoryQuery
+LoopAnswer = Accepted | SessionList | History | Error
+
+# memoryd's `memory` socket: brokerd's memory calls (§11).
+MemoryRequest = ToolRequest
+MemoryAnswer = ToolResponse | Error
+
+# gatewayd's `gateway` socket: what `bxctl chat` needs (§12).
+GatewayRequest = EventsQuery | OwnerMessage | VerdictRequest | PendingQuery
+GatewayAnswer = Events | Accepted | Settled | PendingList | Error
+
+# the supervisor's socket (`bxctl up`, §13).
+SupervisorRequest = SupervisorStatus | SupervisorRestart | SupervisorStop
+SupervisorAnswer = SupervisorReport | Error
