@@ -59,10 +59,15 @@ def wait_ready(home: Home, socket: str, deadline_s: float = 15.0) -> None:
 
 
 def connect(home: Home, socket: str) -> zmq.Socket[bytes]:
-    dealer = zmq.Context.instance().socket(zmq.DEALER)
-    dealer.setsockopt(zmq.LINGER, 0)
-    dealer.connect(home.endpoint(socket))
-    return dealer
+    return dealer(home.endpoint(socket))
+
+
+def dealer(endpoint: str) -> zmq.Socket[bytes]:
+    """A client socket at `endpoint`, of a service or of a floor alike."""
+    socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
+    socket.setsockopt(zmq.LINGER, 0)
+    socket.connect(endpoint)
+    return socket
 
 
 def request(dealer: zmq.Socket[bytes], message: Any, timeout_ms: int = 30_000) -> Any:

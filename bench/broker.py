@@ -1,7 +1,9 @@
 """`decision` and `toolcall` (SPEC §17): brokerd measured against the machine's floor.
 
-decision: a denied call's round trip, fsync included, against a bare ZeroMQ round trip plus
-a bare append+fsync; and durable decisions per second with 16 concurrent clients.
+decision: a denied call's round trip, fsync included, and durable decisions per second with 16
+concurrent clients, each against two floors measured in the same run: the bare floors (a bare
+ZeroMQ round trip plus a bare append+fsync, I/O only) and the Python floor (the simplest Python
+program doing the same work, `bench.python_floor`), driven by the same client code as brokerd.
 toolcall: an allowed read_file end to end, against bare bwrap plus bare `python -I -S`.
 """
 
@@ -11,17 +13,22 @@ import itertools
 import json
 import time
 from collections.abc import Callable
+from types import TracebackType
 from typing import Any
 
 import zmq
 
 from bench import floors
-from bench.box import connect, daemon, fresh_home, remove
-from bench.stats import interleaved, save, show, summary, verdict
+from bench.box import connect, daemon, dealer, fresh_home, remove
+from bench.python_floor import python_floor
+from bench.stats import alternated, interleaved, save, show, summary, verdict
 from bxcore import wire
+from bxcore.home import Home
 from bxcore.messages import Denied, Done, ToolRequest, ToolResponse
 
 _ids = itertools.count()
+
+CLIENTS = 16
 
 
 def _call(tool: str, arguments: dict[str, Any], session: str = "bench") -> ToolRequest:
@@ -29,44 +36,71 @@ def _call(tool: str, arguments: dict[str, Any], session: str = "bench") -> ToolR
     return ToolRequest(f"r{n}", session, f"c{n}", tool, json.dumps(arguments))
 
 
+def _denied_calls(n: int) -> list[ToolRequest]:
+    return [_call("read_file", {"path": "/etc/hostname"}) for _ in range(n)]
+
+
 def decision(repeat: int = 2000, seconds: float = 3.0, warmup: int = 100) -> None:
-    print("decision: a denied call's round trip, and decisions/s with 16 clients")
+    print(f"decision: a denied call's round trip, and decisions/s with {CLIENTS} clients")
     folder = floors.scratch()
     try:
         home = fresh_home(folder)
         with (
             daemon("brokerd", home, "broker"),
+            python_floor(folder) as floor_endpoint,
             floors.zmq_round_trip(folder) as zmq_once,
             floors.append_fsync(folder) as fsync_once,
         ):
-            dealer = connect(home, "broker")
-            calls = [_call("read_file", {"path": "/etc/hostname"}) for _ in range(repeat + warmup)]
-            denied, answers = _caller(dealer, calls)
+            brokerd_endpoint = home.endpoint("broker")
+            ours_dealer, python_dealer = dealer(brokerd_endpoint), dealer(floor_endpoint)
+            denied, answers = _caller(ours_dealer, _denied_calls(repeat + warmup))
+            python_once, python_answers = _caller(python_dealer, _denied_calls(repeat + warmup))
             samples = interleaved(
-                {"zmq": zmq_once, "fsync": fsync_once, "ours": denied}, repeat, warmup
+                {"zmq": zmq_once, "fsync": fsync_once, "python": python_once, "ours": denied},
+                repeat,
+                warmup,
             )
-            dealer.close(linger=0)
-            for answer in _decoded(answers):
+            ours_dealer.close(linger=0)
+            python_dealer.close(linger=0)
+            for answer in _decoded(answers + python_answers):
                 assert isinstance(answer.outcome, Denied), answer
-            rate = concurrent(home, clients=16, seconds=seconds)
-        zmq_rt, fsync, ours = (summary(samples[k]) for k in ("zmq", "fsync", "ours"))
+            with (
+                Clients(brokerd_endpoint, CLIENTS) as ours_load,
+                Clients(floor_endpoint, CLIENTS) as python_load,
+            ):
+                rates = alternated({"ours": ours_load.run, "python": python_load.run}, seconds)
+        zmq_rt, fsync, python_rt, ours = (
+            summary(samples[k]) for k in ("zmq", "fsync", "python", "ours")
+        )
     finally:
         remove(folder)
     show("bare ZeroMQ round trip (zmq.asyncio, ipc)", zmq_rt)
     show("bare append + fsync", fsync)
+    show("Python floor denied round trip", python_rt)
     show("brokerd denied round trip", ours)
-    floor = zmq_rt["median_ms"] + fsync["median_ms"]
-    ratio = ours["median_ms"] / floor
-    print(f"  16 clients: {rate:,.0f} durable decisions/s")
+    rate, python_rate = rates["ours"], rates["python"]
+    print(f"  {CLIENTS} clients, durable decisions/s: Python floor {python_rate:,.0f}")
+    print(f"  {CLIENTS} clients, durable decisions/s: brokerd {rate:,.0f}")
+    ratio = ours["median_ms"] / (zmq_rt["median_ms"] + fsync["median_ms"])
+    ratio_python = ours["median_ms"] / python_rt["median_ms"]
+    share = rate / python_rate
     save(
         "decision",
         {
             "zmq_round_trip": zmq_rt,
             "append_fsync": fsync,
+            "python_floor_round_trip": python_rt,
             "denied_round_trip": ours,
-            "ratio": verdict("denied round trip / floor", ratio, "<= 1.5", ratio <= 1.5),
+            "python_floor_decisions_per_s_16_clients": round(python_rate, 1),
+            "ratio": verdict("denied round trip / bare floors", ratio, "<= 1.5", ratio <= 1.5),
+            "ratio_python_floor": verdict(
+                "denied round trip / Python floor", ratio_python, "<= 1.3", ratio_python <= 1.3
+            ),
             "decisions_per_s_16_clients": verdict(
                 "decisions/s, 16 clients", rate, ">= 8000", rate >= 8000
+            ),
+            "decisions_per_s_16_clients_python_floor": verdict(
+                "decisions/s, 16 clients / Python floor's", share, ">= 0.8", share >= 0.8
             ),
         },
     )
@@ -94,34 +128,74 @@ def _decoded(answers: list[bytes]) -> list[ToolResponse]:
     return decoded
 
 
-def concurrent(home: Any, clients: int, seconds: float) -> float:
-    """Durable decisions per second, `clients` sockets each with one call in flight.
+def concurrent(home: Home, clients: int, seconds: float) -> float:
+    """brokerd's durable decisions per second, `clients` sockets each with one call in flight."""
+    with Clients(home.endpoint("broker"), clients) as load:
+        answered, elapsed = load.run(seconds)
+    return answered / elapsed
+
+
+class Clients:
+    """`n` sockets at one endpoint (brokerd's or the Python floor's), each keeping one denied
+    call in flight while `run` lasts.
 
     The client does as little as it can (requests made by formatting bytes, answers checked
-    by a substring), so that on a small machine it leaves the CPU to brokerd."""
-    template = wire.encode(_call("read_file", {"path": "/etc/hostname"}))
-    template = template.replace(b'"id":"', b'"id":"%d', 1).replace(b'"call":"', b'"call":"%d', 1)
-    counter = itertools.count()
-    sockets = [connect(home, "broker") for _ in range(clients)]
-    poller = zmq.Poller()
-    for socket in sockets:
-        poller.register(socket, zmq.POLLIN)
-        n = next(counter)
-        socket.send(template % (n, n))
-    answered = 0
-    started = time.perf_counter()
-    deadline = started + seconds
-    while time.perf_counter() < deadline:
-        for socket, _ in poller.poll(5000):
-            reply = socket.recv()  # type: ignore[union-attr]
-            assert b'"outcome":"denied"' in reply, reply
-            answered += 1
-            n = next(counter)
-            socket.send(template % (n, n))  # type: ignore[union-attr]
-    elapsed = time.perf_counter() - started
-    for socket in sockets:
-        socket.close(linger=0)
-    return answered / elapsed
+    by a substring), so that on a small machine it leaves the CPU to the server. Every request
+    has ids of its own, across runs too: brokerd answers a call it has already decided from
+    its record, which would not be a decision."""
+
+    def __init__(self, endpoint: str, n: int) -> None:
+        template = wire.encode(_call("read_file", {"path": "/etc/hostname"}))
+        template = template.replace(b'"id":"', b'"id":"%d', 1)
+        self._template = template.replace(b'"call":"', b'"call":"%d', 1)
+        self._counter = itertools.count()
+        self.sent = 0
+        self._sockets = [dealer(endpoint) for _ in range(n)]
+        self._poller = zmq.Poller()
+        for socket in self._sockets:
+            self._poller.register(socket, zmq.POLLIN)
+
+    def __repr__(self) -> str:
+        return f"Clients({len(self._sockets)} sockets, {self.sent} requests sent)"
+
+    def __enter__(self) -> Clients:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        for socket in self._sockets:
+            socket.close(linger=0)
+
+    def _send(self, socket: zmq.Socket[bytes]) -> None:
+        n = next(self._counter)
+        socket.send(self._template % (n, n))
+        self.sent += 1
+
+    def run(self, seconds: float) -> tuple[int, float]:
+        """Answers received in about `seconds`, and the seconds they took. The calls still in
+        flight at the end are then waited for, uncounted, so that none is left to weigh on
+        whatever runs next."""
+        for socket in self._sockets:
+            self._send(socket)
+        answered = 0
+        started = time.perf_counter()
+        deadline = started + seconds
+        while time.perf_counter() < deadline:
+            for socket, _ in self._poller.poll(5000):
+                reply = socket.recv()
+                assert b'"outcome":"denied"' in reply, reply
+                answered += 1
+                self._send(socket)
+        elapsed = time.perf_counter() - started
+        for socket in self._sockets:
+            if not socket.poll(30_000):
+                raise TimeoutError("a call in flight was not answered in 30 s")
+            assert b'"outcome":"denied"' in socket.recv()
+        return answered, elapsed
 
 
 def toolcall(repeat: int = 200, warmup: int = 10) -> None:

@@ -51,6 +51,27 @@ def interleaved(
     return samples
 
 
+def alternated(
+    runs: dict[str, Callable[[float], tuple[int, float]]],
+    seconds: float,
+    slices: int = 6,
+    warmup_s: float = 0.2,
+) -> dict[str, float]:
+    """Rates (per second) of runs that each say how many things they did in how long: each is
+    given `seconds / slices` at a time, in turn, so that drift weighs on all alike, as in
+    `interleaved`. One untimed run of `warmup_s` each comes first."""
+    for run in runs.values():
+        run(warmup_s)
+    done = dict.fromkeys(runs, 0)
+    spent = dict.fromkeys(runs, 0.0)
+    for _ in range(slices):
+        for name, run in runs.items():
+            count, elapsed = run(seconds / slices)
+            done[name] += count
+            spent[name] += elapsed
+    return {name: done[name] / spent[name] for name in runs}
+
+
 def show(name: str, figure: dict[str, float]) -> None:
     print(f"  {name:<44} median {figure['median_ms']:9.3f} ms   p99 {figure['p99_ms']:9.3f} ms")
 
