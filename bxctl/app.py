@@ -66,11 +66,12 @@ def init(ctx: typer.Context) -> None:
     say(f"ready: {home.root}" if made else f"already initialised: {home.root}", style="green")
 
 
-def main() -> None:
-    """The console script: run the app, and turn our errors into one line."""
-    debug = "--debug" in sys.argv[1:]
+def main(argv: list[str] | None = None) -> None:
+    """The console script: run the app on `argv` (the words after the program's name; None:
+    `sys.argv`'s), and turn our errors into one line. Ends in `SystemExit`, as click does."""
+    debug = "--debug" in (sys.argv[1:] if argv is None else argv)
     try:
-        app()
+        app(args=argv)
     except CommandError as error:
         _error(str(error), debug)
         sys.exit(error.code)

@@ -4,9 +4,6 @@ by the real daemons over their real sockets."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,17 +13,8 @@ import pytest
 from bxcore import witness
 from bxcore.messages import History, HistoryQuery, OwnerMessage, TurnEnd
 from tests.fakes.model_server import FakeModel
+from tests.support.cli import bxctl
 from tests.support.daemons import init_home, running
-
-
-def bxctl(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "bxctl", "--home", str(home), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "COLUMNS": "200"},
-    )
 
 
 @pytest.fixture(scope="module")

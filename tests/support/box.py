@@ -1,4 +1,5 @@
-"""`bxctl` run as the owner runs it, against a home of its own, for the supervisor's tests.
+"""`bxctl` against a home of its own, for the supervisor's tests: `up` as the owner runs it,
+the other commands in the test's process (`tests.support.cli`).
 
 `box_home` yields a fresh home and, whatever the test did, runs `bxctl down` and then kills
 any process whose command line still names the home, failing the test if one was left.
@@ -8,14 +9,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
 import psutil  # type: ignore[import-untyped, unused-ignore]
+
+from tests.support import cli
+from tests.support.cli import Completed
 
 REPO = Path(__file__).resolve().parents[2]
 THREE = ("brokerd", "memoryd", "loopd")  # gatewayd is not here yet
@@ -32,18 +34,12 @@ def env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path, "COLUMNS": "200", "BX_HOME": ""}
 
 
-def bxctl(home: Path, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "bxctl", "--home", str(home), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env(),
-        cwd=REPO,
-    )
+def bxctl(home: Path, *args: str, timeout: float = 60.0) -> Completed:
+    """In this process unless the command needs its own (`tests.support.cli`)."""
+    return cli.bxctl(home, *args, env=env(), cwd=REPO, timeout=timeout)
 
 
-def up(home: Path, *services: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+def up(home: Path, *services: str, timeout: float = 60.0) -> Completed:
     """`bxctl up` supervising `services` (default: brokerd, memoryd, loopd)."""
     flags = [arg for name in (services or THREE) for arg in ("--service", name)]
     return bxctl(home, "up", *flags, timeout=timeout)
@@ -90,7 +86,6 @@ def box_home(root: Path) -> Iterator[Path]:
     try:
         yield home
     finally:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            bxctl(home, "down", timeout=60)
+        bxctl(home, "down")  # in this process: bounded by its own waits
         leaked = kill_all(home)
         assert not leaked, f"processes outlived `bxctl down`: {leaked}"

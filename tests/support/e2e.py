@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -21,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.fakes.model_server import FakeModel
-from tests.support.box import REPO, box_home, bxctl, env, wait_until
+from tests.support.box import box_home, bxctl, wait_until
 from tests.support.brokerd import short_folder
+from tests.support.cli import Completed
 from tests.support.daemons import init_home
 from tests.support.owner import Box, ScriptedModel, Terminal
 
@@ -31,20 +31,10 @@ from tests.support.owner import Box, ScriptedModel, Terminal
 class UpBox(Box):
     """A box started with `bxctl up`: its daemons are the supervisor's, not the test's."""
 
-    started: subprocess.CompletedProcess[str] | None = field(default=None, repr=False)
+    started: Completed | None = field(default=None, repr=False)
 
-    def bxctl(
-        self, *args: str, timeout: float = 60.0, stdin: int | None = subprocess.DEVNULL
-    ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "bxctl", "--home", str(self.home), *args],
-            capture_output=True,
-            text=True,
-            stdin=stdin,
-            timeout=timeout,
-            env=env(),
-            cwd=REPO,
-        )
+    def bxctl(self, *args: str, timeout: float = 60.0) -> Completed:
+        return bxctl(self.home, *args, timeout=timeout)
 
     def status(self) -> dict[str, Any]:
         """`bxctl status --json`."""

@@ -1,5 +1,6 @@
 """The owner's side in tests: a whole box (brokerd, memoryd, loopd, gatewayd and a fake model
-scripted per owner message), `bxctl` as a real process, and a terminal (pty) to drive it.
+scripted per owner message), `bxctl` (`chat` as a real process, the owner's other commands in
+the test's process: `tests.support.cli`), and a terminal (pty) to drive it.
 
     with running_box() as box:
         box.model.script("read a.md", Answer(tool_calls=(Call("read_file", ...),)), Answer("ok"))
@@ -24,6 +25,7 @@ from typing import Any
 from bxcore.messages import Events, EventsQuery, TurnEnd, TurnEvent
 from tests.fakes.model_server import Action, Answer, Call, FakeModel, Request
 from tests.support.brokerd import short_folder
+from tests.support.cli import Completed, bxctl
 from tests.support.daemons import Daemon, init_home, running, sync_request
 
 SERVICES = ("brokerd", "memoryd", "loopd", "gatewayd")
@@ -78,10 +80,8 @@ class Box:
     model: ScriptedModel
     daemons: dict[str, Daemon] = field(default_factory=dict)
 
-    def bxctl(
-        self, *args: str, timeout: float = 60.0, stdin: int | None = subprocess.DEVNULL
-    ) -> subprocess.CompletedProcess[str]:
-        return run_bxctl(self.home, *args, timeout=timeout, stdin=stdin)
+    def bxctl(self, *args: str, timeout: float = 60.0) -> Completed:
+        return run_bxctl(self.home, *args, timeout=timeout)
 
     @contextlib.contextmanager
     def bxctl_process(self, *args: str) -> Iterator[subprocess.Popen[str]]:
@@ -135,16 +135,9 @@ def running_box(services: Sequence[str] = SERVICES, config: str = "") -> Iterato
         yield box
 
 
-def run_bxctl(
-    home: Path, *args: str, timeout: float = 60.0, stdin: int | None = subprocess.DEVNULL
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "bxctl", "--home", str(home), *args],
-        capture_output=True,
-        text=True,
-        stdin=stdin,
-        timeout=timeout,
-    )
+def run_bxctl(home: Path, *args: str, timeout: float = 60.0) -> Completed:
+    """In this process unless the command needs its own (`tests.support.cli`)."""
+    return bxctl(home, *args, timeout=timeout)
 
 
 def wait_until(check: Any, timeout: float = 10.0, what: str = "a condition") -> Any:

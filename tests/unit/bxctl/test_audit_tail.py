@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bench.ledger_builder import build
 from bxcore.home import Home
-from tests.support.box import bxctl
+from tests.support.cli import bxctl
 
 
 def test_tail_reads_the_newest_records_of_the_file_when_brokerd_is_not_running(

@@ -18,7 +18,7 @@ import pytest
 from bench.ledger_builder import build
 from bxcore import witness
 from bxcore.home import Home
-from tests.support.box import bxctl
+from tests.support.cli import bxctl
 from tests.support.ledger_file import GrowingLedger
 
 

@@ -1,5 +1,5 @@
-"""`bxctl init`, `status`'s warnings, `grant list|add|rm|check` and `audit verify`, run as the
-owner runs them."""
+"""`bxctl init`, `status`'s warnings, `grant list|add|rm|check` and `audit verify`, run in the
+test's process (`tests.support.cli`); `init` under umask 000 as a process of its own."""
 
 from __future__ import annotations
 
@@ -16,16 +16,7 @@ from services.brokerd.core import records
 from services.brokerd.core.grants import Grant, parse_grant
 from services.brokerd.grants_folder import read_folder
 from services.brokerd.ledger import Ledger
-
-
-def bxctl(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "bxctl", "--home", str(home), *args],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env={**os.environ, "COLUMNS": "200"},
-    )
+from tests.support.cli import bxctl
 
 
 @pytest.fixture
