@@ -145,7 +145,8 @@ def test_a_daemon_killed_with_sigkill_is_restarted_and_status_counts_it(home: Pa
 
     def restarted() -> dict[str, Any] | None:
         memoryd = services(home)["memoryd"]
-        return memoryd if memoryd["state"] == "running" and memoryd["pid"] != old else None
+        anew = memoryd["pid"] is not None and memoryd["pid"] != old  # None: exited, not counted
+        return memoryd if memoryd["state"] == "running" and anew else None
 
     memoryd = wait_until(restarted, 15, "memoryd restarted")
     assert memoryd["restarts"] == 1 and memoryd["last_exit"] == "signal 9"

@@ -52,7 +52,10 @@ class UpBox(Box):
 
         def again() -> dict[str, Any] | None:
             item = self.services()[name]
-            return item if item["state"] == "running" and item["pid"] != old_pid else None
+            # no pid while running: the old process has exited, and the supervisor has yet to
+            # count it (it is stopping what the process left running)
+            anew = item["pid"] is not None and item["pid"] != old_pid
+            return item if item["state"] == "running" and anew else None
 
         found: dict[str, Any] = wait_until(again, timeout, f"{name} restarted")
         return found
