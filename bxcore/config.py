@@ -75,6 +75,8 @@ class SandboxConfig:
 class ConsoleConfig:
     host: str = default("console", "host")
     port: int = default("console", "port")
+    enabled: bool = default("console", "enabled")
+    allowed_hosts: tuple[str, ...] = default("console", "allowed_hosts")
 
 
 @dataclass(frozen=True)
@@ -187,6 +189,8 @@ def _value(key: Key, value: Any, where: str) -> Any:
         value = float(value) if ok else value
     elif key.kind is Kind.BOOLEAN:
         ok = is_bool
+    elif key.kind is Kind.LIST:
+        ok = isinstance(value, list)
     else:
         ok = isinstance(value, dict)
     if not ok:
@@ -194,6 +198,8 @@ def _value(key: Key, value: Any, where: str) -> Any:
     why = key.check.why(value)
     if why is not None:
         raise ConfigError(f"{where}: {why}")
+    if key.kind is Kind.LIST:
+        return tuple(value)
     return MappingProxyType(dict(value)) if key.kind is Kind.TABLE else value
 
 
@@ -227,6 +233,8 @@ def toml_value(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, int | float):
         return repr(value)
+    if isinstance(value, tuple | list):
+        return "[" + ", ".join(toml_value(item) for item in value) + "]"
     if isinstance(value, str):
         if "\n" not in value:
             return '"' + _escape(value, multiline=False) + '"'

@@ -38,6 +38,7 @@ class Kind(enum.Enum):
     NUMBER = "a number"
     BOOLEAN = "a boolean"
     TABLE = "a table of strings"
+    LIST = "an array of strings"
 
 
 @dataclass(frozen=True)
@@ -191,6 +192,16 @@ def _console_host(value: str) -> bool:
 
 CONSOLE_HOST = _simple("an IP address or a host name", _console_host)
 
+
+def _allowed_hosts(value: list[Any]) -> str | None:
+    for name in value:
+        if not isinstance(name, str) or not (name == "localhost" or host_name(name)):
+            return f"{show(name)}: expected a host name such as box.example.org"
+    return None if len(value) <= 64 else "more than 64 names"
+
+
+ALLOWED_HOSTS = Check("host names, as the browser sends them in Host", _allowed_hosts)
+
 _ENDPOINT = f'"", ipc://ABSOLUTE-PATH (at most {MAX_SOCKET_PATH} bytes) or tcp://HOST:PORT'
 _TCP = re.compile(r"tcp://(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9*._-]+):([0-9]{1,5})")
 
@@ -316,6 +327,12 @@ KEYS: tuple[Key, ...] = (
         "The address the console listens on."),
     Key("console", "port", Kind.INTEGER, 8420, int_between(1, 65_535),
         "The console's port."),
+    Key("console", "enabled", Kind.BOOLEAN, True, BOOLEAN,
+        "Whether gatewayd serves the console at all."),
+    Key("console", "allowed_hosts", Kind.LIST, (), ALLOWED_HOSTS,
+        "Host names the console answers besides 127.0.0.1, localhost and [::1] (with its "
+        "port), e.g. the name of an SSH tunnel's end or a reverse proxy. Anything else in "
+        "the Host header is answered 421 (DNS rebinding)."),
     *(
         Key("sockets", name, Kind.STRING, "", ENDPOINT, f"The `{name}` socket: {help_}.")
         for name, help_ in _SOCKET_HELP.items()

@@ -191,9 +191,9 @@ class Home:
         return self.run / f"{_name('pid file', name)}.pid"
 
     @property
-    def owner_token(self) -> Path:
-        """The console's owner token (§12)."""
-        return self.run / "owner.token"
+    def console_token(self) -> Path:
+        """The console's owner token (§12.1): kept across restarts, beside the keys."""
+        return self.keys / "console.token"
 
     def socket_path(self, name: str) -> Path:
         """Every name in `SOCKETS` fits in 107 bytes; a longer name may not, and is refused."""

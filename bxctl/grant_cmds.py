@@ -6,18 +6,16 @@ what brokerd will decide by; brokerd sees any change at its next decision.
 
 from __future__ import annotations
 
-import os
-import stat
 from typing import Annotated, Any
 
 import typer
 
-from bxcore.config import toml_value
 from bxcore.home import Home
-from bxctl.init import make_folder, write_new
+from bxctl.init import make_folder
 from bxctl.output import fail, print_json, say, table
 from bxctl.safety import grant_warnings
-from services.brokerd.core.grants import Grant, InvalidGrant, parse_grant, valid_id
+from services.brokerd.core.grants import Grant, InvalidGrant
+from services.brokerd.grant_files import GrantFields, GrantRefused, add_grant, remove_grant
 from services.brokerd.grants_folder import read_folder
 
 app = typer.Typer(help="The owner's grants: what the agent may do.", no_args_is_help=True)
@@ -28,13 +26,6 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts
 def _home(ctx: typer.Context) -> Home:
     home: Home = ctx.obj.home
     return home
-
-
-def grant_file_mode(folder_mode: int) -> int:
-    """A new grant file is the owner's alone (0600), unless the grants folder lets its group
-    read (deploy/: `grants/` is 2750 with brokerd's group): then that group reads it (0640).
-    Never readable by every user, whatever the umask."""
-    return 0o640 if folder_mode & stat.S_IRGRP else 0o600
 
 
 def grant_json(grant: Grant | InvalidGrant) -> dict[str, Any]:
@@ -126,35 +117,14 @@ def add(
 ) -> None:
     """Write a new grant file, or refuse with why."""
     home = _home(ctx)
-    if not valid_id(grant_id):
-        fail(f"{grant_id!r} is not a grant id: use a-z, 0-9 and -, at most 64, not starting with -")
-    lines = [f"tool = {toml_value(tool)}", f"mode = {toml_value(mode)}"]
-    if path is not None:
-        lines.append(f"path = {toml_value(path)}")
-    if host is not None:
-        lines.append(f"host = {toml_value(host)}")
-    lines.append(f"class = {toml_value(class_)}")
-    if untrusted is not None:
-        lines.append(f"untrusted = {toml_value(untrusted)}")
-    if note:
-        lines.append(f"note = {toml_value(note)}")
-    text = "# Written by `bxctl grant add`.\n" + "\n".join(lines) + "\n"
-    parsed = parse_grant(grant_id, text.encode())
-    if isinstance(parsed, InvalidGrant):
-        fail(f"not added: {parsed.problem}")
-    target = home.grant(grant_id)
-    make_folder(home.root)
-    make_folder(home.grants)
-    temporary = target.with_name(f".{grant_id}.toml.new")
-    temporary.unlink(missing_ok=True)  # left by an add that was cut short
-    write_new(temporary, text, grant_file_mode(os.stat(home.grants).st_mode))
+    fields = GrantFields(tool, mode, path, host, class_, untrusted, note)
     try:
-        os.link(temporary, target)  # fails if the id is taken: never overwrite
-    except FileExistsError:
-        fail(f"a grant {grant_id!r} exists already ({target}); remove it first")
-    finally:
-        temporary.unlink()
-    say(f"added {grant_id}: {parsed.mode} {parsed.tool} {parsed.path or parsed.host or ''}")
+        make_folder(home.root)
+        make_folder(home.grants)
+        grant = add_grant(home.grants, grant_id, fields, "`bxctl grant add`")
+    except GrantRefused as error:
+        fail(str(error))
+    say(f"added {grant_id}: {grant.mode} {grant.tool} {grant.path or grant.host or ''}")
 
 
 @app.command()
@@ -164,10 +134,8 @@ def rm(
 ) -> None:
     """Remove a grant; brokerd stops using it at its next decision."""
     home = _home(ctx)
-    if not valid_id(grant_id):
-        fail(f"{grant_id!r} is not a grant id")
     try:
-        home.grant(grant_id).unlink()
-    except FileNotFoundError:
-        fail(f"no grant {grant_id!r} in {home.grants}; see `bxctl grant list`")
+        remove_grant(home.grants, grant_id)
+    except GrantRefused as error:
+        fail(f"{error}; see `bxctl grant list`" if "no grant" in str(error) else str(error))
     say(f"removed {grant_id}")

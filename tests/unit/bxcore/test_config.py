@@ -196,6 +196,7 @@ _WRONG = {
     Kind.NUMBER: ('"5"', 'got "5"'),
     Kind.BOOLEAN: ("1", "got 1"),
     Kind.TABLE: ('"x"', 'got "x"'),
+    Kind.LIST: ('"x"', 'got "x"'),
 }
 
 

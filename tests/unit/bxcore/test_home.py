@@ -131,7 +131,7 @@ def test_a_relative_home_is_refused() -> None:
         (lambda h: h.run_dir, "run"),
         (lambda h: h.lock("brokerd"), "run/brokerd.lock"),
         (lambda h: h.pidfile("supervisor"), "run/supervisor.pid"),
-        (lambda h: h.owner_token, "run/owner.token"),
+        (lambda h: h.console_token, "keys/console.token"),
         (lambda h: h.socket_path("broker-events"), "run/broker-events.sock"),
     ],
 )

@@ -1,0 +1,123 @@
+"""Writing and removing grant files (SPEC §5.1): the one code behind `bxctl grant add` / `rm`
+and the console's **Add grant** / **Remove** (brokerd's `grant_add` / `grant_remove`).
+
+A grant is written from its fields as TOML, parsed back by the core's `parse_grant` (so what is
+written is exactly what brokerd will read), and linked into place without ever overwriting an
+existing grant. Every refusal is a `GrantRefused` with one line the owner reads.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from bxcore.config import toml_value
+from services.brokerd.core.grants import Grant, InvalidGrant, parse_grant, valid_id
+
+FOLDER_MODE = 0o700
+FILE_MODE = 0o600
+
+
+class GrantRefused(Exception):
+    """Nothing was written or removed; `str()` says why, in one line."""
+
+
+@dataclass(frozen=True)
+class GrantFields:
+    """What the owner fills in (§5.1); None: the key is left out of the file."""
+
+    tool: str
+    mode: str = "allow"
+    path: str | None = None
+    host: str | None = None
+    class_: str = "private"
+    untrusted: bool | None = None
+    note: str = ""
+
+
+def grant_text(fields: GrantFields, written_by: str) -> str:
+    """The grant file's text, with a first comment naming who wrote it."""
+    lines = [f"tool = {toml_value(fields.tool)}", f"mode = {toml_value(fields.mode)}"]
+    if fields.path is not None:
+        lines.append(f"path = {toml_value(fields.path)}")
+    if fields.host is not None:
+        lines.append(f"host = {toml_value(fields.host)}")
+    lines.append(f"class = {toml_value(fields.class_)}")
+    if fields.untrusted is not None:
+        lines.append(f"untrusted = {toml_value(fields.untrusted)}")
+    if fields.note:
+        lines.append(f"note = {toml_value(fields.note)}")
+    return f"# Written by {written_by}.\n" + "\n".join(lines) + "\n"
+
+
+def grant_file_mode(folder_mode: int) -> int:
+    """A new grant file is the owner's alone (0600), unless the grants folder lets its group
+    read (deploy/: `grants/` is 2750 with brokerd's group): then that group reads it (0640).
+    Never readable by every user, whatever the umask."""
+    return 0o640 if folder_mode & stat.S_IRGRP else FILE_MODE
+
+
+def check_grant(grant_id: str, fields: GrantFields, written_by: str) -> tuple[Grant, str]:
+    """The grant as brokerd will read it, and its file's text; GrantRefused when invalid."""
+    if not valid_id(grant_id):
+        raise GrantRefused(
+            f"{grant_id!r} is not a grant id: use a-z, 0-9 and -, at most 64, not starting with -"
+        )
+    text = grant_text(fields, written_by)
+    parsed = parse_grant(grant_id, text.encode())
+    if isinstance(parsed, InvalidGrant):
+        raise GrantRefused(f"not added: {parsed.problem}")
+    return parsed, text
+
+
+def add_grant(folder: Path, grant_id: str, fields: GrantFields, written_by: str) -> Grant:
+    """Write `{folder}/{grant_id}.toml`, durably, never over an existing grant."""
+    grant, text = check_grant(grant_id, fields, written_by)
+    try:
+        if not folder.exists():
+            folder.mkdir(mode=FOLDER_MODE, parents=True)
+        target = folder / f"{grant_id}.toml"
+        temporary = folder / f".{grant_id}.toml.new"
+        temporary.unlink(missing_ok=True)  # left by an add that was cut short
+        mode = grant_file_mode(os.stat(folder).st_mode)
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            os.fchmod(file.fileno(), mode)
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        try:
+            os.link(temporary, target)  # fails if the id is taken: never overwrite
+        except FileExistsError:
+            raise GrantRefused(
+                f"a grant {grant_id!r} exists already ({target}); remove it first"
+            ) from None
+        finally:
+            temporary.unlink()
+        _sync(folder)
+    except OSError as error:
+        raise GrantRefused(f"cannot write the grant in {folder}: {error.strerror}") from None
+    return grant
+
+
+def remove_grant(folder: Path, grant_id: str) -> None:
+    """Remove `{folder}/{grant_id}.toml`; brokerd stops using it at its next decision."""
+    if not valid_id(grant_id):
+        raise GrantRefused(f"{grant_id!r} is not a grant id")
+    try:
+        (folder / f"{grant_id}.toml").unlink()
+        _sync(folder)
+    except FileNotFoundError:
+        raise GrantRefused(f"no grant {grant_id!r} in {folder}") from None
+    except OSError as error:
+        raise GrantRefused(f"cannot remove the grant {grant_id!r}: {error.strerror}") from None
+
+
+def _sync(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
