@@ -49,3 +49,13 @@ def parent_of_sub(session: str) -> str | None:
     if not dash or not n or not (n.isascii() and n.isdigit()):
         return None
     return parent if valid_session(parent) else None
+
+
+def descends(session: str, ancestor: str) -> bool:
+    """True when `session` is `ancestor` or one of its sub-agents, at any depth (§10.5)."""
+    while session != ancestor:
+        parent = parent_of_sub(session)
+        if parent is None:
+            return False
+        session = parent
+    return True

@@ -37,6 +37,10 @@ Short = Annotated[str, Text(0, MAX_SHORT, what="a string")]
 Count = Annotated[int, Int(0, 2**53)]
 
 MAX_WAIT_MS = 30_000
+MAX_PREVIEW = 64 * 1024  # bytes of a write_file preview, its note of a cut included (§12.2)
+MAX_OUTPUT_SHOWN = 16 * 1024  # bytes of a tool's output in `tool_done`, its note included
+Preview = Annotated[str, Text(0, MAX_PREVIEW, what="a preview of at most 64 KiB")]
+OutputShown = Annotated[str, Text(0, MAX_OUTPUT_SHOWN, what="an output of at most 16 KiB")]
 
 
 def short(text: str) -> str:
@@ -97,6 +101,7 @@ class EndReason(enum.StrEnum):
     MAX_STEPS = "max_steps"
     ERROR = "error"
 
+    CANCELLED = "cancelled"  # the owner stopped the turn (`cancel`, §12.2)
 
 # --- common (§3.4) -------------------------------------------------------------------------
 
@@ -248,6 +253,7 @@ class ApprovalInfo:
     requested: Short
     expires: Short
 
+    preview: Preview | None = None  # write_file: a unified diff of what would change (§12.2)
 
 @dataclass(frozen=True, slots=True)
 class PendingQuery:
@@ -467,6 +473,26 @@ class ToolDone:
     ok: bool
     bytes: Count
 
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    """Stop the session's running turn, and its sub-agents' (§12.2): it ends `cancelled`."""
+
+    TYPE: ClassVar[str] = "cancel"
+    id: RequestId
+    session: Session
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelled:
+    """The answer to `cancel`, once the turn has ended: the turn that was running, or none
+    (`turn` absent) when nothing ran."""
+
+    TYPE: ClassVar[str] = "cancelled"
+    id: RequestId
+    session: Session
+    turn: Count | None = None
+
+
 
 @dataclass(frozen=True, slots=True)
 class ToolDenied:
@@ -519,10 +545,14 @@ class TurnEvent:
 
 @dataclass(frozen=True, slots=True)
 class History:
+    """A call that ran: `bytes` of output in all, and `output` itself for the owner's views,
+    cut to 16 KiB with a note of what was cut (absent in histories from before issue 12)."""
+
     """Events in order; `more` when one message could not hold them all (ask again after
     the last `seq`)."""
 
     TYPE: ClassVar[str] = "history"
+    output: OutputShown | None = None
     id: RequestId
     session: Session
     events: tuple[TurnEvent, ...]

@@ -16,6 +16,8 @@ from bxcore.messages import (
     AuditTail,
     AuditVerify,
     AwaitApproval,
+    Cancel,
+    Cancelled,
     Error,
     Events,
     EventsQuery,
@@ -61,17 +63,17 @@ AdminAnswer = (
     Settled | PendingList | GrantList | AuditRecords | AuditReport | State | Explanation | Error
 )
 
-# loopd's `loop` socket: owner messages and the sessions' histories (§10).
-LoopRequest = OwnerMessage | SessionsQuery | HistoryQuery
-LoopAnswer = Accepted | SessionList | History | Error
+# loopd's `loop` socket: owner messages, stopping a turn and the sessions' histories (§10).
+LoopRequest = OwnerMessage | SessionsQuery | HistoryQuery | Cancel
+LoopAnswer = Accepted | SessionList | History | Cancelled | Error
 
 # memoryd's `memory` socket: brokerd's memory calls (§11).
 MemoryRequest = ToolRequest
 MemoryAnswer = ToolResponse | Error
 
-# gatewayd's `gateway` socket: what `bxctl chat` needs (§12).
-GatewayRequest = EventsQuery | OwnerMessage | VerdictRequest | PendingQuery
-GatewayAnswer = Events | Accepted | Settled | PendingList | Error
+# gatewayd's `gateway` socket: what `bxctl chat` needs, Stop too (§12).
+GatewayRequest = EventsQuery | OwnerMessage | VerdictRequest | PendingQuery | Cancel
+GatewayAnswer = Events | Accepted | Settled | PendingList | Cancelled | Error
 
 # the supervisor's socket (`bxctl up`, §13).
 SupervisorRequest = SupervisorStatus | SupervisorRestart | SupervisorStop

@@ -8,6 +8,7 @@ nothing: it relays a verdict only when the owner's authenticated client sent one
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import secrets
 from dataclasses import replace
@@ -24,6 +25,8 @@ from bxcore.messages import (
     ApprovalInfo,
     ApprovalRequested,
     ApprovalSettled,
+    Cancel,
+    Cancelled,
     Error,
     ErrorCode,
     Events,
@@ -34,6 +37,7 @@ from bxcore.messages import (
     OwnerMessage,
     PendingList,
     PendingQuery,
+    Scope,
     Settled,
     ToolPending,
     TurnEvent,
@@ -56,6 +60,7 @@ PENDING_BUDGET = MAX_MESSAGE // 4
 SETTLED_KEPT = 4096
 ANSWERS_KEPT = 1024  # of owner messages, and of verdicts
 REFUSAL = Refusal("the gateway socket does not take {type}")
+CANCELLED_BY = "owner (turn cancelled)"  # who denied the approvals of a stopped turn (§12.2)
 
 
 class Unavailable(Exception):
@@ -89,6 +94,7 @@ class Gateway:
             Route(OwnerMessage, self.owner_message),
             Route(VerdictRequest, self.verdict),
             Route(PendingQuery, self.pending_query),
+            Route(Cancel, self.cancel),
         )
 
     def __repr__(self) -> str:
@@ -129,6 +135,37 @@ class Gateway:
                 self._settle(message.approval)
             return replace(answer, id=message.id)
         return Error(message.id, ErrorCode.INTERNAL, f"brokerd answered {type(answer).__name__}")
+
+    async def cancel(self, message: Cancel) -> Cancelled | Error:
+        """Stop: loopd ends the session's running turn (and its sub-agents'), then every
+        approval pending for them is denied, recorded `by` "owner (turn cancelled)" (§12.2).
+        loopd gets an id made from the request, so a retry gets its first answer."""
+        digest = hashlib.sha256(wire.encode(message)).hexdigest()[:24]
+        upstream = replace(message, id=f"g-cancel-{digest}")
+        try:
+            answer = await self._loop.request(upstream, timeout=20.0, tries=1)
+        except (Unreachable, ProtocolError) as error:
+            return Error(message.id, ErrorCode.UNAVAILABLE, short(f"loopd: {error}"))
+        if isinstance(answer, Error):
+            return replace(answer, id=message.id)
+        if not isinstance(answer, Cancelled):
+            return Error(message.id, ErrorCode.INTERNAL, f"loopd answered {type(answer).__name__}")
+        await self._refresh_quietly()  # an approval asked just before the turn stopped
+        for info in [a for a in self.pending.values() if descends(a.session, message.session)]:
+            denial = VerdictRequest(_rid(), info.approval, False, Scope.ONCE, CANCELLED_BY)
+            try:
+                settled = await self._admin.request(denial, timeout=15.0, tries=1)
+            except (Unreachable, ProtocolError) as error:
+                log.warning("could not deny %s of a stopped turn: %s", info.approval, error)
+                continue
+            gone = (ErrorCode.ALREADY_SETTLED, ErrorCode.UNKNOWN_APPROVAL)
+            if isinstance(settled, Settled) or (
+                isinstance(settled, Error) and settled.code in gone
+            ):
+                self._settle(info.approval)
+            else:
+                log.warning("brokerd did not deny %s of a stopped turn: %r", info.approval, settled)
+        return replace(answer, id=message.id)
 
     async def pending_query(self, message: PendingQuery) -> PendingList | Error:
         try:

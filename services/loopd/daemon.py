@@ -4,8 +4,10 @@ busy session, so each session runs one turn at a time and sessions run side by s
 An owner message is written to the session's history before it is accepted; one for a session
 id of the sub-agents' form (`sub-…`) is refused, writing nothing. At start, loopd reads every
 history once, keeping a summary of each, and resumes the turns a crash cut off (§10.6); a
-history stays loaded only while used or recently used (`sessions.py`). It never writes
-`{home}/state/`; it cannot approve, and its only peer with power is brokerd's broker socket.
+history stays loaded only while used or recently used (`sessions.py`). A `cancel` stops the
+session's running turn (`turn.py`) and is answered once that turn has written its end. It never
+writes `{home}/state/`; it cannot approve, and its only peer with power is brokerd's broker
+socket.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from bxcore.events import Publisher
 from bxcore.ids import SUB_AGENT_PREFIX, kept_for_sub_agents
 from bxcore.messages import (
     Accepted,
+    Cancel,
+    Cancelled,
     Error,
     ErrorCode,
     History,
@@ -64,12 +68,14 @@ class Loop:
         self._busy: set[str] = set()
         # (request id, session) -> its answer: a retried owner message never runs a second turn
         self._accepted: Once[tuple[str, str], Accepted] = Once(Bounded(REMEMBERED))
+        self._cancelled: Once[tuple[str, str], Cancelled] = Once(Bounded(REMEMBERED))
         self.routes: Routes[LoopAnswer] = Routes(
             LoopRequest,
             REFUSAL,
             Route(OwnerMessage, self.owner_message),
             Route(SessionsQuery, self.sessions_query),
             Route(HistoryQuery, self.history_query),
+            Route(Cancel, self.cancel),
         )
         broker = ctx.endpoint("broker")
         self.turns = Turns(
@@ -105,6 +111,18 @@ class Loop:
         self._publisher.publish(said)
         self._work(message.session)
         return Accepted(message.id, message.session, turn, said.seq)
+
+    async def cancel(self, message: Cancel) -> Cancelled:
+        """Stop the session's running turn and its sub-agents' (§12.2); answered once it has
+        ended `cancelled`, with its number (none when nothing ran). A retry gets the first
+        answer."""
+        return await self._cancelled.answer(
+            (message.id, message.session), lambda: self._cancel(message)
+        )
+
+    async def _cancel(self, message: Cancel) -> Cancelled:
+        turn = await self.turns.cancel(message.session)
+        return Cancelled(message.id, message.session, turn)
 
     async def sessions_query(self, message: SessionsQuery) -> SessionList:
         return SessionList(message.id, tuple(self._info(s) for s in self.sessions.names()))

@@ -187,6 +187,7 @@ class _Turn:
     text_shown: bool = False  # an assistant_text event since the last reply
     error: str | None = None  # the last error event's message
     failed: bool = False  # the last turn_end's reason is `error`
+    stopped: bool = False  # the last turn_end's reason is `cancelled`: the owner stopped it
 
 
 @dataclass
@@ -253,6 +254,7 @@ class SessionLog:
             elif isinstance(event, TurnEnd):
                 self.ended.add(record.turn)
                 turn.failed = event.reason is EndReason.ERROR
+                turn.stopped = event.reason is EndReason.CANCELLED
             elif isinstance(event, ToolCalled):
                 turn.calls_shown += 1
             elif isinstance(event, AssistantText):
@@ -345,6 +347,10 @@ class SessionLog:
         """Why `turn` ended with an error (its last `error` event), or None if it did not."""
         found = self._turn(turn)
         return (found.error or "no reason was given") if found.failed else None
+
+    def stopped(self, turn: int) -> bool:
+        """True when the owner stopped `turn` (it ended `cancelled`)."""
+        return self._turn(turn).stopped
 
     def last_text(self, turn: int) -> str:
         """The model's last words in `turn` (a sub-agent's answer)."""

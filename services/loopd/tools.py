@@ -2,8 +2,9 @@
 
 `done` is the output cut by `cap_result`; `denied` is `denial_message(reason, detail)`;
 `error` is `Error: …`; `pending` is nothing yet; a call past `max_calls_per_reply` in one
-answer is `too_many_calls`. Success is the `ok` of a `CallResult`, never read back from its
-text. Pure: no I/O.
+answer is `too_many_calls`; a call whose turn the owner stopped is `CANCELLED_RESULT`. The
+owner's views get the output too, cut shorter (`shown_output`). Success is the `ok` of a
+`CallResult`, never read back from its text. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -11,9 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bxcore.deny import DenyReason, denial_text
-from bxcore.messages import Denied, Done, Failed
+from bxcore.messages import MAX_OUTPUT_SHOWN, Denied, Done, Failed
 
 CAP = 64 * 1024  # characters
+CANCELLED_RESULT = (
+    "Error: the owner stopped the turn before this call's result was read; the call may have run."
+)
 
 FinalOutcome = Done | Denied | Failed  # every outcome but `pending`, which is not a result yet
 
@@ -42,6 +46,21 @@ def cap_result(output: str) -> str:
     if len(output) <= CAP:
         return output
     return f"{output[:CAP]}\n[… {len(output) - CAP} more characters cut]"
+
+
+def shown_output(output: str, limit: int = MAX_OUTPUT_SHOWN) -> str:
+    """A tool's output as the owner's views get it (`tool_done`): at most `limit` bytes of
+    UTF-8 in all, cut on a character's edge, with a last line saying how much was cut."""
+    data = output.encode("utf-8", "replace")  # a lone surrogate cannot be sent: `?`
+    if len(data) <= limit:
+        return data.decode("utf-8")
+    room = limit - len(_cut_note(len(data)).encode())  # the note is never longer than this
+    kept = data[:room].decode("utf-8", "ignore")
+    return kept + _cut_note(len(data) - len(kept.encode()))
+
+
+def _cut_note(cut: int) -> str:
+    return f"\n[… {cut:,} more bytes cut]"
 
 
 def failed(message: str) -> CallResult:

@@ -2,6 +2,10 @@
 one, and what comes back is what the model reads next; until it answers without a call or
 `max_steps` is reached. Every step is in the session's history before the next begins, so a
 turn cut off by a crash resumes where it was, re-sending open calls with their ids (§10.6).
+
+The owner may stop a running turn (`cancel`, §12.2): its model request or its wait on brokerd
+is abandoned, every call left without a result reads `CANCELLED_RESULT`, and the turn, and
+each of its sub-agents' running turns, ends `cancelled`.
 """
 
 from __future__ import annotations
@@ -11,13 +15,16 @@ import logging
 import secrets
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from typing import Any
+
+import anyio
 
 from bxcore import wire
 from bxcore.client import Client, ProtocolError, Unreachable
 from bxcore.config import Config
 from bxcore.deny import DenyReason
-from bxcore.ids import MAX_TOOL_NAME, byte_length_between, parent_of_sub, valid_session
+from bxcore.ids import MAX_TOOL_NAME, byte_length_between, descends, parent_of_sub, valid_session
 from bxcore.messages import (
     Absorb,
     AssistantText,
@@ -54,11 +61,13 @@ from services.loopd.history import (
 )
 from services.loopd.model import Model, ModelError
 from services.loopd.tools import (
+    CANCELLED_RESULT,
     CallResult,
     FinalOutcome,
     cap_result,
     failed,
     result_of,
+    shown_output,
     too_many_calls,
 )
 
@@ -66,6 +75,20 @@ log = logging.getLogger("loopd")
 
 WAIT_MS = 30_000  # one long poll for an approval (§9.3)
 TOO_LARGE = "invalid argument shape: the arguments are too large to send to the broker"
+CANCEL_WAIT_S = 10.0  # how long `cancel` waits for a stopped turn to write its end
+
+
+@dataclass(eq=False)
+class Running:
+    """A turn being run: what stops it, and what says it has ended."""
+
+    turn: int
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    ended: anyio.Event = field(default_factory=anyio.Event)
+
+    def __repr__(self) -> str:
+        state = "ended" if self.ended.is_set() else "stopping" if self.scope.cancel_called else ""
+        return f"Running(turn {self.turn}{', ' + state if state else ''})"
 
 
 def depth_of(session: str) -> int:
@@ -94,15 +117,53 @@ class Turns:
         self._has_history = has_history  # a session that exists, on disk or in memory
         longest = max(config.sandbox.shell_timeout_s, config.sandbox.fetch_timeout_s)
         self._call_tries = int(longest // 10) + 4  # a retry joins the call in flight (I8)
+        self._running: dict[str, Running] = {}  # session -> its turn being run now
 
     def __repr__(self) -> str:
-        return f"Turns(model={type(self.model).__name__})"
+        return f"Turns(model={type(self.model).__name__}, {len(self._running)} running)"
+
+    async def cancel(self, session: str) -> int | None:
+        """Stop `session`'s running turn and its sub-agents' (§12.2), and wait until each has
+        written its end; the session's turn that was running, or None."""
+        stopping = [r for name, r in self._running.items() if descends(name, session)]
+        own = self._running.get(session)
+        for running in stopping:
+            running.scope.cancel()
+        with anyio.move_on_after(CANCEL_WAIT_S):
+            for running in stopping:
+                await running.ended.wait()
+        return own.turn if own is not None else None
 
     def emit(self, session: SessionLog, turn: int, event: Event) -> None:
         self._publish(session.event(turn, event))
 
     async def run(self, session: SessionLog, turn: int) -> str:
-        """Run (or resume) `turn` of `session` to its end; the model's last words."""
+        """Run (or resume) `turn` of `session` to its end; the model's last words (none when
+        the owner stopped it)."""
+        running = self._running[session.session] = Running(turn)
+        ran = False
+        try:
+            with running.scope:
+                said = await self._run(session, turn)
+                ran = True
+                return said
+            return ""  # the owner's cancel (caught here unless a parent's was cancelled too)
+        finally:
+            if not ran and running.scope.cancel_called:
+                self._stopped(session, turn)
+            if self._running.get(session.session) is running:
+                del self._running[session.session]
+            running.ended.set()
+
+    def _stopped(self, session: SessionLog, turn: int) -> None:
+        """The end of a turn the owner stopped: a call left without a result reads that the
+        turn was stopped (a result that comes later is never sent to the model)."""
+        for call, _ in session.open_calls(turn):
+            session.append(ToolResultRecord(turn, call.id, CANCELLED_RESULT))
+        self.emit(session, turn, TurnEnd(EndReason.CANCELLED))
+        log.info("%s turn %d stopped by the owner", session.session, turn)
+
+    async def _run(self, session: SessionLog, turn: int) -> str:
         depth = depth_of(session.session)
         loop = self.config.loop
         system = loop.system_prompt if depth == 0 else loop.subagent_prompt
@@ -177,7 +238,7 @@ class Turns:
         if call.name == SPAWN.name:
             result = await self._spawn(session, turn, call, depth)
             size = len(result.content.encode())
-            self.emit(session, turn, ToolDone(tool, result.ok, size))
+            self.emit(session, turn, ToolDone(tool, result.ok, size, shown_output(result.content)))
         else:
             if tool == "?":  # no tool has such a name, and the wire cannot carry it
                 outcome: FinalOutcome = Denied(DenyReason.UNKNOWN_TOOL)
@@ -190,7 +251,8 @@ class Turns:
     def _tell_owner(self, session: SessionLog, turn: int, tool: str, outcome: FinalOutcome) -> None:
         if isinstance(outcome, Done):
             size = len(outcome.output.encode("utf-8", "replace"))
-            self.emit(session, turn, ToolDone(tool, outcome.ok, size))
+            shown = shown_output(outcome.output)
+            self.emit(session, turn, ToolDone(tool, outcome.ok, size, shown))
         elif isinstance(outcome, Denied):  # the reason only, never the detail (§3.5)
             self.emit(session, turn, ToolDenied(tool, outcome.reason))
         elif isinstance(outcome, Failed):
@@ -250,6 +312,7 @@ class Turns:
                 self.emit(child, 1, OwnerSaid(task))
             text = await self.run(child, 1) if 1 not in child.ended else child.last_text(1)
             failure = child.failure(1)
+            stopped = child.stopped(1)
         client = self._broker()
         try:
             absorbed = await client.request(Absorb(_rid(), parent.session, child_id), tries=6)
@@ -259,6 +322,8 @@ class Turns:
             client.close()
         if not isinstance(absorbed, State):
             return failed("the sub-agent's label could not be taken on, so its answer is held.")
+        if stopped:
+            return failed("the owner stopped the sub-agent before it answered.")
         if failure is not None:  # a failed spawn is a result the model reads (§10.5)
             return failed(f"the sub-agent stopped with an error: {failure}")
         return CallResult(cap_result(text or "(the sub-agent gave no answer)"), ok=True)

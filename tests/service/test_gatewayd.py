@@ -115,7 +115,8 @@ def test_an_owner_message_is_accepted_and_its_turn_streams_through_long_polls(bo
     read, note, end = [ToolCalled, ToolDone], [ToolCalled, ToolDenied], [AssistantText, TurnEnd]
     assert kinds == [OwnerSaid, *read, *note, *end]
     assert [e.seq for e in events] == list(range(1, 8))
-    assert events[2].event == ToolDone("read_file", True, len("hello from a file"))
+    text = "hello from a file"
+    assert events[2].event == ToolDone("read_file", True, len(text), text)
     assert events[4].event == ToolDenied("memory", DenyReason.INVALID_ARGUMENTS)  # the reason only
 
     replay = box.ask(EventsQuery("r1", "stream", 3, 0))

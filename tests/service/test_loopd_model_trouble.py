@@ -177,7 +177,7 @@ def test_arguments_sent_as_an_object_are_judged_as_their_json_and_the_call_runs(
     assert events == [
         OwnerSaid(words),
         ToolCalled("read_file", compact),
-        ToolDone("read_file", True, len(text)),
+        ToolDone("read_file", True, len(text), text),
         AssistantText("Read it."),
         TurnEnd(EndReason.DONE),
     ]
@@ -261,5 +261,5 @@ def test_a_sub_agent_whose_model_fails_is_a_failed_spawn_the_parent_reads(loop: 
     (error,) = [e for e in child if isinstance(e, TurnError)]
     (read,) = tool_results(loop.conversations.requests(words)[1])
     assert read == f"Error: the sub-agent stopped with an error: {error.message}"
-    assert ToolDone("spawn", False, len(read.encode())) in events
+    assert ToolDone("spawn", False, len(read.encode()), read) in events
     assert events[-2:] == [AssistantText("My helper failed."), TurnEnd(EndReason.DONE)]

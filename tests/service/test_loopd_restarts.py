@@ -79,7 +79,7 @@ def test_a_turn_cut_off_during_a_tool_call_resumes_and_the_call_runs_once(loop: 
     (output,) = tool_results(requests[1])
     assert output == "[exit status 0]"
     assert [e for e in events if isinstance(e, ToolDone)] == [
-        ToolDone("shell", True, len(output.encode()))
+        ToolDone("shell", True, len(output.encode()), output)
     ]
 
 

@@ -131,7 +131,7 @@ def test_a_model_that_always_calls_a_tool_stops_at_max_steps(loop: Loop) -> None
     assert events[-1] == TurnEnd(EndReason.MAX_STEPS)
     assert len(loop.conversations.requests(words)) == MAX_STEPS
     assert events.count(ToolCalled("read_file", arguments)) == MAX_STEPS
-    assert events.count(ToolDone("read_file", True, len("again"))) == MAX_STEPS
+    assert events.count(ToolDone("read_file", True, len("again"), "again")) == MAX_STEPS
     decided = [r for r in records_of(loop.home, "forever") if r["kind"] == "decision"]
     assert len(decided) == MAX_STEPS
     assert len({r["call"] for r in decided}) == MAX_STEPS

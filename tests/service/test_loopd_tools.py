@@ -176,7 +176,7 @@ def test_a_secret_read_then_a_write_to_a_private_folder_is_refused_as_a_flow_vio
 
     model_read = loop.conversations.requests(words)
     assert tool_results(model_read[2]) == [SECRET, denial_text(DenyReason.FLOW_VIOLATION)]
-    assert ToolDone("read_file", True, len(SECRET)) in events
+    assert ToolDone("read_file", True, len(SECRET), SECRET) in events
     assert ToolDenied("write_file", DenyReason.FLOW_VIOLATION) in events
     assert events[-1] == TurnEnd(EndReason.DONE)
     assert not (home.parent / "outbox" / "leak.txt").exists()
@@ -242,7 +242,7 @@ def test_a_sub_agent_cannot_launder_a_secret_and_its_parent_takes_its_label_befo
     ]
     assert events[1:3] == [
         ToolCalled("spawn", json.dumps({"task": task})),
-        ToolDone("spawn", True, len(b"The outbox refused the key.")),
+        ToolDone("spawn", True, len(b"The outbox refused the key."), "The outbox refused the key."),
     ]
     assert events[-1] == TurnEnd(EndReason.DONE)
     assert decisions(home, parent) == []  # spawning is not a grant: brokerd never saw it
@@ -314,6 +314,6 @@ def test_a_spawn_whose_task_cannot_fit_in_a_message_is_refused_and_starts_nothin
 
     refused = "Error: the task is too long for a sub-agent's first message."
     assert tool_results(loop.conversations.requests(words)[1]) == [refused]
-    assert ToolDone("spawn", False, len(refused)) in events
+    assert ToolDone("spawn", False, len(refused), refused) in events
     assert events[-1] == TurnEnd(EndReason.DONE)
     assert list((home / "sessions").glob("sub-huge-task-*")) == []

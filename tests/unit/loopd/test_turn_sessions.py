@@ -105,7 +105,7 @@ async def test_a_parent_and_its_sub_agent_each_write_through_one_copy_with_nothi
     assert events == [
         OwnerSaid("go"),
         ToolCalled("spawn", '{"task":"the child\'s task"}'),
-        ToolDone("spawn", True, len(b"the child's answer")),
+        ToolDone("spawn", True, len(b"the child's answer"), "the child's answer"),
         AssistantText(said),
         TurnEnd(EndReason.DONE),
     ]
@@ -169,4 +169,4 @@ async def test_a_spawn_is_done_ok_when_the_sub_agent_answered_whatever_its_words
         parent.event(1, OwnerSaid("go"))
         assert await turns.run(parent, 1) == read
     events = [e.event for e in sessions.page("parent", 0, 1_000_000)[0]]
-    assert ToolDone("spawn", ok, len(read.encode())) in events
+    assert ToolDone("spawn", ok, len(read.encode()), read) in events
