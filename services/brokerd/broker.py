@@ -4,11 +4,13 @@ it asks for and absorbs.
 A `tool_request` is one call machine (`core.call`) driven to rest (`driver`): answered from
 the call book when it was decided before (I8), else judged on the session's label, recorded,
 run and recorded again before it is answered (I1, I3). A call the owner must approve is held
-by the desk, which this socket shares with the admin socket.
+by the desk, which this socket shares with the admin socket; a `write_file` is held with its
+preview, the file read in a worker thread before the pending decision is recorded (§12.2).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 
 from bxcore.messages import (
@@ -32,6 +34,7 @@ from bxcore.messages import (
 )
 from bxcore.routes import Refusal, Route, Routes
 from bxcore.sockets import BrokerAnswer, BrokerRequest
+from bxcore.tools import ToolName
 from services.brokerd.calls import CallBook
 from services.brokerd.commit import Committer
 from services.brokerd.core import policy, records
@@ -49,6 +52,7 @@ from services.brokerd.desk import Desk
 from services.brokerd.driver import Driver
 from services.brokerd.judge import Judge
 from services.brokerd.ledger import LedgerUnavailable
+from services.brokerd.preview_file import preview
 from services.brokerd.state import StateError, StateStore, answer_state
 
 log = logging.getLogger(__name__)
@@ -135,7 +139,9 @@ class Broker:
         try:
             call = await self.driver.drive(call, found)
             if call.phase is Phase.JUDGING:
-                call = await self.driver.drive(call, self._judged(call), self._tell)
+                judged = self._judged(call)
+                tell = functools.partial(self._tell, await _preview_of(judged))
+                call = await self.driver.drive(call, judged, tell)
         finally:
             if self.book.making(key) is answer:  # not answered: say so to who waits
                 self.book.finish(key, Failed("brokerd stopped before this call was answered"))
@@ -153,6 +159,16 @@ class Broker:
         allowed = self.judge.approved(decision) if covered else None
         return Decided(label, decision, approval, allowed)
 
-    def _tell(self, call: Call, effect: Effect) -> None:
+    def _tell(self, preview: str | None, call: Call, effect: Effect) -> None:
         assert isinstance(effect, Ask), effect  # a tool call's only word to the owner's side
-        self.desk.hold(call, effect)
+        self.desk.hold(call, effect, preview)
+
+
+async def _preview_of(judged: Decided | Unlabelled) -> str | None:
+    """What a `write_file` the owner is about to be asked about would change (§12.2)."""
+    if not isinstance(judged, Decided) or judged.covered is not None:
+        return None
+    decision = judged.decision
+    if not isinstance(decision, policy.Ask) or decision.args.tool != ToolName.WRITE_FILE:
+        return None
+    return await preview(decision.args)

@@ -5,7 +5,8 @@ the owner's side with every canonical argument; a verdict or the expiry is fed t
 (`core.call`), which records it before anything follows from it and, for an approval, runs
 exactly that call, re-decided (`Judge.redecide`) at verdict time. The owner hears of a verdict
 once it is durable; the approved call runs on after that. The desk is rebuilt from the ledger
-at start, so pending approvals survive a restart.
+at start, so pending approvals survive a restart; a rebuilt `write_file` approval gets its
+preview again, read as the file is then (§12.2).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from bxcore.messages import (
     ToolResponse,
     VerdictRequest,
 )
+from bxcore.tools import ToolName
 from services.brokerd.calls import CallBook, Key
 from services.brokerd.core import policy
 from services.brokerd.core.approvals import (
@@ -45,6 +47,7 @@ from services.brokerd.core.approvals import (
     Approvals,
     UnknownApproval,
 )
+from services.brokerd.core.args import ArgsError, parse
 from services.brokerd.core.call import (
     Ask,
     Call,
@@ -61,6 +64,7 @@ from services.brokerd.core.call import (
 from services.brokerd.core.records import CallRecords
 from services.brokerd.driver import Driver
 from services.brokerd.judge import Judge
+from services.brokerd.preview_file import preview
 from services.brokerd.state import StateError
 
 log = logging.getLogger(__name__)
@@ -107,8 +111,9 @@ class Desk:
             return covering, True
         return self.approvals.fresh_id(self._ever_used), False
 
-    def hold(self, call: Call, ask: Ask) -> None:
-        """A call recorded pending: wait for the owner, and tell the owner's side."""
+    def hold(self, call: Call, ask: Ask, preview: str | None = None) -> None:
+        """A call recorded pending: wait for the owner, and tell the owner's side (with what a
+        `write_file` would change, `preview`)."""
         now = self._clock()
         winner = ask.ask.winner
         approval = Approval(
@@ -123,6 +128,7 @@ class Desk:
             ask.ask.why,
             now,
             now + self._ttl_ms,
+            preview=preview,
         )
         self._add(approval, call)
         self._publish(ApprovalRequested(approval.info()))
@@ -254,6 +260,7 @@ class Desk:
         """Expire approvals nobody answered in time (§9.3), until cancelled."""
         async with anyio.create_task_group() as tasks:
             self._tasks = tasks
+            tasks.start_soon(self.preview_rebuilt)
             while True:
                 await self.expire_due()
                 self._changed = anyio.Event()
@@ -270,6 +277,22 @@ class Desk:
                 await self.driver.drive(call, Expired(), self._told, self._seer(approval.id))
 
     # --- after a restart ---------------------------------------------------------------------
+
+    async def preview_rebuilt(self) -> None:
+        """Give each pending `write_file` approval rebuilt from the ledger its preview, read
+        now (the ledger keeps the arguments, not the preview); said to the owner's side."""
+        for approval in self.pending():
+            if approval.tool != ToolName.WRITE_FILE or approval.preview is not None:
+                continue
+            try:
+                args = parse(approval.tool, approval.arguments)
+            except ArgsError:
+                continue
+            shown = await preview(args)
+            current = self.approvals.get(approval.id)
+            if shown is not None and current.state is ApprovalState.PENDING:
+                self.approvals.add(replace(current, preview=shown))
+                self._publish(ApprovalRequested(self.approvals.get(approval.id).info()))
 
     def rebuild(self, unsettled: list[CallRecords], scoped: list[CallRecords]) -> None:
         """The pending approvals and the session scopes, from the ledger's records (§9.4);

@@ -62,6 +62,7 @@ class Approval:
     requested_ms: int
     expires_ms: int
     state: ApprovalState = ApprovalState.PENDING
+    preview: str | None = None  # write_file: what it would change (§12.2), not in the ledger
 
     def info(self) -> ApprovalInfo:
         return ApprovalInfo(
@@ -75,6 +76,7 @@ class Approval:
             self.why,
             rfc3339(self.requested_ms),
             rfc3339(self.expires_ms),
+            self.preview,
         )
 
     def __repr__(self) -> str:
