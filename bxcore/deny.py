@@ -1,6 +1,7 @@
 """Why a call is refused (SPEC §3.5), and the sentence the model reads for each reason.
 
-Pure. The owner's views show the reason; only the model also reads a detail (§4.3).
+Pure. The owner's views show the reason's sentence (`denial_clause`); only the model also
+reads a detail (§4.3).
 """
 
 from __future__ import annotations
@@ -38,3 +39,9 @@ _TEXT = {
 def denial_text(reason: DenyReason) -> str:
     """The one sentence the model reads for `reason`."""
     return _TEXT[DenyReason(reason)]
+
+
+def denial_clause(reason: DenyReason) -> str:
+    """What the owner's views say of a denial after the tool's name (`read_file denied: no
+    grant allows this call`): the sentence without `Denied: ` and its full stop."""
+    return denial_text(reason).removeprefix("Denied: ").removesuffix(".")

@@ -8,6 +8,10 @@ the card's own approval id approves it (`card_answer`). A closed or empty standa
 never an answer: end of input leaves an approval for later (`bxctl approve`, the console), and
 an empty line asks again. Without a terminal, an approval is printed whole and chat waits for
 the verdict from elsewhere.
+
+A tool's output is folded to its size unless asked for (`--show-output`; `/output` in the
+console shows the last one). Ctrl-C during a turn stops it (`cancel`, §12.2; `turn`), and a
+second Ctrl-C, or one at the console's prompt, leaves.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from bxcore.messages import (
     Accepted,
     ApprovalInfo,
     ApprovalRequested,
+    Cancel,
+    Cancelled,
     EndReason,
     Error,
     ErrorCode,
@@ -32,6 +38,7 @@ from bxcore.messages import (
     PendingList,
     PendingQuery,
     Ping,
+    ToolDone,
     TurnEnd,
     TurnEvent,
     VerdictRequest,
@@ -41,11 +48,29 @@ from bxctl.card_answer import NotAnAnswer, prompt, read_answer
 from bxctl.keyboard import Keyboard, NothingYet
 from bxctl.output import CommandError, fail, terminal_width
 from bxctl.owner_link import OwnerLink, request_id
-from bxctl.owner_view import agent_lines, approval_card, event_lines, verdict_line
+from bxctl.owner_view import (
+    SHOW_OUTPUT,
+    agent_lines,
+    approval_card,
+    done_lines,
+    event_lines,
+    verdict_line,
+)
 
 WAIT_MS = 5_000  # one long poll; sub-agents' approvals show within it
 CHECK_S = 1.0  # while the owner thinks, whether the approval is still pending
 PATIENCE_S = 30.0  # how long gatewayd may say loopd or brokerd is unavailable mid-turn
+CANCEL_S = 25.0  # gatewayd waits for loopd to end the turn, then denies its approvals
+OUTPUT_COMMAND = "/output"
+HELP_COMMAND = "/help"
+CONSOLE_HINT = f"{OUTPUT_COMMAND} shows it"
+CONSOLE_HELP = (
+    "Each line you type is a message to the agent.",
+    f"  {OUTPUT_COMMAND}  the last tool's output, whole (as the agent's turn folds it)",
+    f"  {HELP_COMMAND}    this help",
+    "  Ctrl-C  during a turn: stop it (its pending approvals are denied); again: leave",
+    "  Ctrl-D  at the prompt: leave (so does Ctrl-C there)",
+)
 
 
 class SettledElsewhere:
@@ -61,6 +86,7 @@ class Chat:
         by: str,
         keyboard: Keyboard | None,
         as_json: bool = False,
+        show_output: bool = False,
         out: TextIO = sys.stdout,
         width: Callable[[], int | None] = terminal_width,
     ) -> None:
@@ -69,6 +95,9 @@ class Chat:
         self.by = by
         self.keyboard = keyboard  # None: approvals are answered elsewhere
         self.as_json = as_json
+        self.show_output = show_output  # each tool's output in full, not folded
+        self.hint = SHOW_OUTPUT  # how to see a folded output (the console has its command)
+        self.last_done: ToolDone | None = None  # the last call that gave an output
         self.cursor = 0  # the newest seq of the session read so far
         self._out = out
         self._width = width  # the terminal's columns now (None: not a terminal)
@@ -123,10 +152,36 @@ class Chat:
                     self.approval(info)
 
     def show(self, event: TurnEvent) -> None:
+        if isinstance(event.event, ToolDone) and event.event.output:
+            self.last_done = event.event
         if self.as_json:
             self.say(wire.encode(event).decode())
         else:
-            self.say(*agent_lines(event_lines(event.event), self._width()))
+            lines = event_lines(event.event, show_output=self.show_output, hint=self.hint)
+            self.say(*agent_lines(lines, self._width()))
+
+    def show_last_output(self) -> None:
+        """The last tool output of this chat, whole (`/output`)."""
+        if self.last_done is None:
+            self.say("no tool has given an output in this chat yet")
+            return
+        lines = done_lines(self.last_done, show_output=True, hint=None)
+        self.say(*agent_lines(lines, self._width()))
+
+    def stop(self) -> None:
+        """Ask gatewayd to stop the session's running turn (Ctrl-C), and say what became of
+        it; the turn's end comes as its last event."""
+        self.say("", "stopping the turn… (Ctrl-C again leaves)")
+        answer = self.link.request(Cancel(request_id("chat"), self.session), timeout_s=CANCEL_S)
+        if isinstance(answer, Cancelled):
+            if answer.turn is None:
+                self.say("no turn was running")
+            else:
+                self.say(f"turn {answer.turn} stopped; its pending approvals are denied")
+        elif isinstance(answer, Error):
+            self.say(f"could not stop the turn: {visible(answer.message)} ({answer.code})")
+        else:
+            self.say(f"could not stop the turn: gatewayd answered {type(answer).__name__}")
 
     # --- approvals ---------------------------------------------------------------------------
 
@@ -186,18 +241,39 @@ class Chat:
     # --- the console -------------------------------------------------------------------------
 
     def console(self) -> None:
-        """Each line a message, each turn followed to its end; end of input leaves."""
+        """Each line a message, each turn followed to its end (Ctrl-C stops it); end of input,
+        or Ctrl-C at the prompt, leaves."""
         self.link.request(Ping(request_id("chat")), timeout_s=3.0, tries=2)  # is it up?
+        self.hint = CONSOLE_HINT
         if self.keyboard is not None:
-            self.say(f"boxmaker chat, session {self.session}; Ctrl-D leaves")
+            self.say(
+                f"boxmaker chat, session {self.session}; {HELP_COMMAND} for help, "
+                "Ctrl-C stops a turn, Ctrl-D leaves"
+            )
         while True:
-            line = self._read_message()
+            try:
+                line = self._read_message()
+            except KeyboardInterrupt:
+                line = None
             if line is None:
                 if self.keyboard is not None:
                     self.say("")
                 return
-            if line.strip():
-                self.follow(self.send(line))
+            command = line.strip()
+            if command == OUTPUT_COMMAND:
+                self.show_last_output()
+            elif command == HELP_COMMAND:
+                self.say(*CONSOLE_HELP)
+            elif command:
+                self.turn(self.send(line))
+
+    def turn(self, turn: int) -> EndReason:
+        """Follow `turn` to its end; a first Ctrl-C stops it, a second one leaves (raised)."""
+        try:
+            return self.follow(turn)
+        except KeyboardInterrupt:
+            self.stop()
+        return self.follow(turn)
 
     def _read_message(self) -> str | None:
         if self.keyboard is None:

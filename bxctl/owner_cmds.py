@@ -64,8 +64,17 @@ def chat(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print each event as a JSON line; never ask inline.")
     ] = False,
+    show_output: Annotated[
+        bool,
+        typer.Option("--show-output", help="Show each tool's output, not only its size."),
+    ] = False,
 ) -> None:
-    """Talk to the agent and watch the turn; approvals are asked inline on a terminal."""
+    """Talk to the agent and watch the turn; approvals are asked inline on a terminal.
+
+    On a terminal, Ctrl-C stops the running turn (its pending approvals are denied) and a
+    second Ctrl-C leaves; without one (or with --json), Ctrl-C only stops watching.
+    Without MESSAGE, a console: each line is a message, /output shows the last tool's
+    output, /help the rest, Ctrl-D (or Ctrl-C at the prompt) leaves."""
     if not valid_session(session):
         fail(f"not a valid session id: {session!r} (A-Z a-z 0-9 . _ -, up to 128)", 2)
     if message is not None and not message.strip():
@@ -73,6 +82,7 @@ def chat(
     if isinstance(sys.stdout, io.TextIOWrapper):
         sys.stdout.reconfigure(errors="backslashreplace")
     terminal = sys.stdin is not None and sys.stdin.isatty()
+    stops = terminal and not as_json  # Ctrl-C stops the turn: the owner is at the keyboard
     with OwnerLink(ctx.obj.home, "gateway") as link:
         console = Chat(
             link,
@@ -80,20 +90,30 @@ def chat(
             by=f"bxctl chat ({_user()})",
             keyboard=Keyboard(sys.stdin.fileno()) if terminal else None,
             as_json=as_json,
+            show_output=show_output,
         )
         try:
             if message is None:
                 console.console()
                 return
-            reason = console.follow(console.send(message))
+            turn = console.send(message)
+            reason = console.turn(turn) if stops else console.follow(turn)
         except KeyboardInterrupt:
-            typer.echo(
-                "\nbxctl: stopped watching; the turn goes on (`bxctl pending` shows what waits)",
-                err=True,
-            )
+            typer.echo(f"\nbxctl: {_interrupted(message is None, stops)}", err=True)
             raise typer.Exit(130) from None
     if reason is EndReason.ERROR:
         raise typer.Exit(1)
+    if reason is EndReason.CANCELLED:
+        raise typer.Exit(130)
+
+
+def _interrupted(console: bool, stops: bool) -> str:
+    """What a Ctrl-C that ends `bxctl chat` says."""
+    if console:
+        return "left the chat"
+    if stops:  # the first Ctrl-C asked for the turn to stop
+        return "stopped watching"
+    return "stopped watching; the turn goes on (`bxctl pending` shows what waits)"
 
 
 def pending(ctx: typer.Context, as_json: JsonOption = False) -> None:

@@ -4,7 +4,9 @@ Pure: no I/O. Everything that came from the model (text, tool names, arguments) 
 through `visible`, so a hostile model cannot move the cursor, clear a line or reorder text on
 the owner's terminal. Every line of a turn is shown in the agent's gutter (`AGENT`), cut to
 the terminal's width so the terminal never wraps it: a row that does not start with the
-marker is the box's own (a card, a prompt, a verdict), and the model cannot draw one.
+marker is the box's own (a card, a prompt, a verdict), and the model cannot draw one. A
+denial is shown by its sentence (`no grant allows this call`), a tool's output folded unless
+asked for, a `write_file`'s preview on its card.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from bxcore.clock import parse_rfc3339
+from bxcore.deny import denial_clause
 from bxcore.messages import (
     ApprovalInfo,
     ApprovalState,
@@ -35,6 +38,8 @@ from bxcore.messages import (
 from bxcore.visible import visible
 
 INLINE_ARGUMENTS = 160
+SHOW_OUTPUT = "--show-output to see it"  # how `bxctl chat MESSAGE` shows a folded output
+OUTPUT_INDENT = "    "
 AGENT = "agent│ "  # the gutter of every line of a turn; no line of the box starts with it
 CARD_CONTINUES = "      "  # where a card's line goes on when it is wider than the terminal
 TAB = 4
@@ -119,9 +124,12 @@ def card_lines(lines: Iterable[str], width: int | None = None) -> list[str]:
 # --- a turn ---------------------------------------------------------------------------------
 
 
-def event_lines(event: Event) -> list[str]:
+def event_lines(
+    event: Event, *, show_output: bool = False, hint: str | None = SHOW_OUTPUT
+) -> list[str]:
     """What the owner reads of one turn event (to show in the agent's gutter); nothing for
-    their own message."""
+    their own message. A tool's output is folded to its size and `hint` (how to see it)
+    unless `show_output`."""
     if isinstance(event, OwnerSaid):
         return []
     if isinstance(event, AssistantText):
@@ -129,10 +137,9 @@ def event_lines(event: Event) -> list[str]:
     if isinstance(event, ToolCalled):
         return [f"→ {visible(event.tool)} {inline_arguments(event.arguments)}"]
     if isinstance(event, ToolDone):
-        mark, how = ("✓", "") if event.ok else ("✗", " failed")
-        return [f"{mark} {visible(event.tool)}{how} ({event.bytes} bytes)"]
+        return done_lines(event, show_output=show_output, hint=hint)
     if isinstance(event, ToolDenied):
-        return [f"✗ {visible(event.tool)} denied: {event.reason}"]
+        return [f"✗ {visible(event.tool)} denied: {denial_clause(event.reason)}"]
     if isinstance(event, ToolPending):
         return [f"… {visible(event.tool)} waits for the owner's approval {event.approval}"]
     if isinstance(event, TurnError):
@@ -142,7 +149,37 @@ def event_lines(event: Event) -> list[str]:
             return ["(the turn stopped: the model used all the steps a turn may take)"]
         if event.reason is EndReason.ERROR:
             return ["(the turn ended with an error)"]
+        if event.reason is EndReason.CANCELLED:
+            return ["(the turn was stopped by the owner)"]
     return []
+
+
+def done_lines(event: ToolDone, *, show_output: bool, hint: str | None) -> list[str]:
+    """`✓ read_file: done, 1.2 kB`, then the output indented when shown, else how to see it."""
+    mark, how = ("✓", "done") if event.ok else ("✗", "failed")
+    head = f"{mark} {visible(event.tool)}: {how}, {size_text(event.bytes)}"
+    if event.output is None or not event.output:  # from before outputs were kept, or empty
+        return [head]
+    if not show_output:
+        return [f"{head} ({hint})" if hint else head]
+    return [f"{head}:", *output_lines(event.output)]
+
+
+def output_lines(output: str, indent: str = OUTPUT_INDENT) -> list[str]:
+    """A tool's output (or a preview), made visible, every line of it after `indent`."""
+    lines = visible(output, newlines=True).split("\n")
+    if len(lines) > 1 and not lines[-1]:
+        lines.pop()  # the text's last newline ends its last line
+    return [f"{indent}{line}" if line else "" for line in lines]
+
+
+def size_text(size: int) -> str:
+    """`17 bytes`, `1.2 kB`, `3.4 MB` (powers of 1000, as `ls -h --si`)."""
+    if size < 1000:
+        return "1 byte" if size == 1 else f"{size} bytes"
+    if size < 1_000_000:
+        return f"{size / 1000:.1f} kB"
+    return f"{size / 1_000_000:.1f} MB"
 
 
 # --- an approval ----------------------------------------------------------------------------
@@ -173,9 +210,17 @@ def approval_card(info: ApprovalInfo, now_ms: int, width: int | None = None) -> 
             f"  expires: {visible(info.expires)} ({until(info.expires, now_ms)})",
             "  arguments:",
             *(f"    {line}" for line in pretty_arguments(info.arguments)),
+            *preview_lines(info.preview),
         ],
         width,
     )
+
+
+def preview_lines(preview: str | None) -> list[str]:
+    """A `write_file`'s preview under its card: what the file would become (§12.2)."""
+    if preview is None:
+        return []
+    return ["  would change:", *output_lines(preview)]
 
 
 def verdict_line(approval: str, answer: Any) -> tuple[str, bool]:
@@ -185,7 +230,8 @@ def verdict_line(approval: str, answer: Any) -> tuple[str, bool]:
             return f"denied {approval}: the call is refused", True
         if answer.reason is None:
             return f"approved {approval}: the call runs", True
-        return f"approved {approval}, but the call is denied now: {answer.reason}", False
+        why = denial_clause(answer.reason)
+        return f"approved {approval}, but the call is denied now: {why}", False
     if isinstance(answer, Error):
         if answer.code is ErrorCode.ALREADY_SETTLED:
             return f"already settled: {visible(answer.message)}", False

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bxcore.deny import DenyReason, denial_text
-from bxcore.ids import byte_length_between, valid_session
+from bxcore.deny import DenyReason, denial_clause, denial_text
+from bxcore.ids import byte_length_between, descends, valid_session
 from bxcore.labels import CLEAN, SESSION_DEFAULT, DataClass, Label
 
 LABELS = [Label(c, u) for c in DataClass for u in (False, True)]
@@ -109,3 +109,29 @@ def test_every_deny_reason_has_exactly_its_sentence_of_the_spec() -> None:
     for reason, sentence in SENTENCES.items():
         assert denial_text(DenyReason(reason)) == sentence
         assert denial_text(reason) == sentence  # type: ignore[arg-type]  # a plain str works
+
+
+@pytest.mark.parametrize("reason", list(DenyReason))
+def test_the_owner_reads_each_denial_as_its_sentence_without_denied_and_full_stop(
+    reason: DenyReason,
+) -> None:
+    clause = denial_clause(reason)
+    assert f"Denied: {clause}." == denial_text(reason)
+    assert denial_clause(DenyReason.NO_GRANT) == "no grant allows this call"
+
+
+@pytest.mark.parametrize(
+    ("session", "ancestor", "found"),
+    [
+        ("chat", "chat", True),
+        ("sub-chat-1", "chat", True),
+        ("sub-sub-chat-1-2", "chat", True),
+        ("sub-sub-chat-1-2", "sub-chat-1", True),
+        ("sub-chat-1", "sub-chat-2", False),
+        ("chat-2", "chat", False),
+        ("sub-chatter-1", "chat", False),
+        ("chat", "sub-chat-1", False),
+    ],
+)
+def test_a_sub_agent_descends_from_its_parents(session: str, ancestor: str, found: bool) -> None:
+    assert descends(session, ancestor) is found

@@ -1,6 +1,7 @@
 """`bxctl.owner_view`: every row of a turn sits in the agent's gutter, however the model
 shapes its text, and an approval card shows every argument whole without letting the
-terminal start a row the model chose."""
+terminal start a row the model chose. A denial reads as its sentence, a tool's output is
+folded unless asked for, and a `write_file`'s card shows what it would change."""
 
 from __future__ import annotations
 
@@ -14,11 +15,16 @@ from bxcore.deny import DenyReason
 from bxcore.labels import DataClass, Label
 from bxcore.messages import (
     ApprovalInfo,
+    ApprovalState,
     AskWhy,
     AssistantText,
+    EndReason,
     Event,
+    Settled,
     ToolCalled,
     ToolDenied,
+    ToolDone,
+    TurnEnd,
     TurnError,
 )
 from bxctl.owner_view import (
@@ -29,6 +35,8 @@ from bxctl.owner_view import (
     columns,
     event_lines,
     pieces,
+    size_text,
+    verdict_line,
 )
 
 FAKE_CARD = (
@@ -117,3 +125,86 @@ def test_a_card_wider_than_the_terminal_goes_on_indented_and_loses_nothing() -> 
     assert rows[0] + "".join(row.removeprefix(CARD_CONTINUES) for row in rows[1:]) == (
         '      "command": ' + json.dumps(command)
     )
+
+
+# --- what the owner reads of a denial, an output, a stopped turn, a preview -----------------
+
+
+@pytest.mark.parametrize(
+    ("reason", "said"),
+    [
+        (DenyReason.NO_GRANT, "no grant allows this call"),
+        (DenyReason.OWNER_DENIED, "the owner refused this call"),
+        (
+            DenyReason.FLOW_VIOLATION,
+            "this session holds data that may not flow to this destination",
+        ),
+    ],
+)
+def test_a_denial_reads_as_its_sentence_never_its_code(reason: DenyReason, said: str) -> None:
+    assert event_lines(ToolDenied("read_file", reason)) == [f"✗ read_file denied: {said}"]
+    refused = Settled("v1", "k3v9qz2m", ApprovalState.APPROVED, reason)
+    assert verdict_line("k3v9qz2m", refused) == (
+        f"approved k3v9qz2m, but the call is denied now: {said}",
+        False,
+    )
+
+
+def test_an_output_is_folded_to_its_size_and_how_to_see_it() -> None:
+    done = ToolDone("read_file", True, 1234, "# Notes\n\n- one\x1b[2J\n")
+    assert event_lines(done) == ["✓ read_file: done, 1.2 kB (--show-output to see it)"]
+    assert event_lines(done, hint="/output shows it") == [
+        "✓ read_file: done, 1.2 kB (/output shows it)"
+    ]
+    assert agent_lines(event_lines(done, show_output=True)) == [
+        "agent│ ✓ read_file: done, 1.2 kB:",
+        "agent│     # Notes",
+        "agent│",
+        "agent│     - one\\x1b[2J",  # the tool cannot drive the owner's terminal
+    ]
+    failed = ToolDone("shell", False, 5, "oops\n")
+    assert event_lines(failed) == ["✗ shell: failed, 5 bytes (--show-output to see it)"]
+
+
+@pytest.mark.parametrize(
+    ("done", "shown"),
+    [
+        (ToolDone("shell", True, 0, ""), "✓ shell: done, 0 bytes"),
+        (ToolDone("shell", True, 17), "✓ shell: done, 17 bytes"),  # a history from before
+    ],
+)
+def test_nothing_to_show_is_not_offered(done: ToolDone, shown: str) -> None:
+    assert event_lines(done) == event_lines(done, show_output=True) == [shown]
+
+
+@pytest.mark.parametrize(
+    ("size", "text"),
+    [(0, "0 bytes"), (1, "1 byte"), (999, "999 bytes"), (1000, "1.0 kB"), (16_384, "16.4 kB"),
+     (2_500_000, "2.5 MB")],
+)  # fmt: skip
+def test_sizes_read_as_people_write_them(size: int, text: str) -> None:
+    assert size_text(size) == text
+
+
+def test_a_stopped_turn_says_the_owner_stopped_it() -> None:
+    assert event_lines(TurnEnd(EndReason.CANCELLED)) == ["(the turn was stopped by the owner)"]
+
+
+def test_a_write_card_shows_what_it_would_change_as_text() -> None:
+    arguments = json.dumps({"path": "/w/a.md", "content": "new [b]x[/b]\n"})
+    preview = "--- a/w/a.md\n+++ b/w/a.md\n@@ -1 +1 @@\n-old\n+new [b]x[/b]\x1b]0;t\x07\n"
+    info = ApprovalInfo(
+        "k3v9qz2m", "chat", "c1", "write_file", arguments, "workspace-write",
+        Label(DataClass.PRIVATE, False), AskWhy.GRANT_ASKS,
+        "2026-01-01T00:00:00Z", "2026-01-01T00:10:00Z", preview,
+    )  # fmt: skip
+    lines = approval_card(info, 0)
+    at = lines.index("  would change:")
+    assert lines[at + 1 :] == [
+        "    --- a/w/a.md",
+        "    +++ b/w/a.md",
+        "    @@ -1 +1 @@",
+        "    -old",
+        "    +new [b]x[/b]\\x1b]0;t\\x07",
+    ]
+    assert "  would change:" not in approval_card(card(arguments), 0)
