@@ -69,11 +69,11 @@ def test_a_whole_conversation_reads_is_denied_and_asks_the_owner_on_a_terminal_a
     assert first.returncode == 0, first.stderr
     assert first.stdout.splitlines() == [
         f'agent│ → read_file {{"path": "{workspace}/todo.md"}}',
-        "agent│ ✓ read_file (8 bytes)",
+        "agent│ ✓ read_file: done, 8 bytes (--show-output to see it)",
         'agent│ → read_file {"path": "/etc/hostname"}',
-        "agent│ ✗ read_file denied: no_grant",
+        "agent│ ✗ read_file denied: no grant allows this call",
         'agent│ → memory {"action": "note", "file": "notes.md", "text": "x"}',
-        "agent│ ✗ memory denied: invalid_arguments",  # the reason only: the detail is the model's
+        "agent│ ✗ memory denied: the arguments are not valid for this tool",  # never the detail
         "agent│ I read your list; the rest was refused.",
     ]
     assert results_read(box.model.requests_for("look around")[-1]) == [
@@ -90,7 +90,7 @@ def test_a_whole_conversation_reads_is_denied_and_asks_the_owner_on_a_terminal_a
         term.expect(prompt(approval))
         term.type(f"{approval[:4]}\n")
         term.expect(rf"approved {approval}: the call runs")
-        term.expect(r"agent│ ✓ shell \(15 bytes\)\nagent│ Made\.")
+        term.expect(r"agent│ ✓ shell: done, 15 bytes \(--show-output to see it\)\nagent│ Made\.")
         assert term.wait() == 0
     assert (workspace / "made.txt").read_text() == "made\n"
     assert results_read(box.model.requests_for("make a file")[-1])[-1] == "[exit status 0]"
@@ -105,7 +105,10 @@ def test_a_whole_conversation_reads_is_denied_and_asks_the_owner_on_a_terminal_a
         denied = box.bxctl("deny", refused)
         assert (denied.returncode, denied.stdout) == (0, f"denied {refused}: the call is refused\n")
         assert out.drain() == 0
-        assert "agent│ ✗ shell denied: owner_denied\nagent│ Refused.\n" in out.everything
+        assert (
+            "agent│ ✗ shell denied: the owner refused this call\nagent│ Refused.\n"
+            in out.everything
+        )
     assert (workspace / "made.txt").exists()
     last = box.model.requests_for("remove it")[-1]
     assert results_read(last)[-1] == "Denied: the owner refused this call."
@@ -156,7 +159,7 @@ def test_a_broken_grant_file_is_a_warning_naming_it_and_the_box_runs_without_it(
     box.model.script("read my plans", box.model.calls(("read_file", plans)), Answer(text="No."))
     result = box.bxctl("chat", "--session", "broken-grant", "read my plans")
     assert result.returncode == 0, result.stderr
-    assert "agent│ ✗ read_file denied: no_grant" in result.stdout
+    assert "agent│ ✗ read_file denied: no grant allows this call" in result.stdout
     (decision,) = [r for r in ledger_records(box.home) if r.get("session") == "broken-grant"]
     assert (decision["outcome"], decision["reason"]) == ("denied", "no_grant")
     assert json.loads(decision["arguments"]) == json.loads(plans)

@@ -150,7 +150,9 @@ def test_memoryd_killed_with_a_note_in_flight_is_restarted_and_the_note_kept_onc
     assert (restarted["restarts"], restarted["last_exit"]) == (1, "signal 9")
     others_untouched(box, before, "memoryd")
 
-    assert out.everything.endswith("agent│ ✓ memory (8 bytes)\nagent│ Noted.\n")
+    assert out.everything.endswith(
+        "agent│ ✓ memory: done, 8 bytes (--show-output to see it)\nagent│ Noted.\n"
+    )
     assert results_read(box.model.requests_for("remember")[-1]) == ["noted #1"]
     with contextlib.closing(sqlite3.connect(box.home / "memory" / "memory.sqlite3")) as db:
         kept = db.execute("SELECT text FROM notes").fetchall()

@@ -210,12 +210,14 @@ def check_chat(user: NewUser, command: Command) -> None:
         assert approved == 1
         in_order(
             term.screen.everything,
-            f'agent│ → read_file {{"path": "{home}/workspace/welcome.md"}}\nagent│ ✓ read_file (',
-            'agent│ → read_file {"path": "/etc/shadow"}\nagent│ ✗ read_file denied: no_grant\n',
+            f'agent│ → read_file {{"path": "{home}/workspace/welcome.md"}}\n'
+            "agent│ ✓ read_file: done, ",
+            'agent│ → read_file {"path": "/etc/shadow"}\n'
+            "agent│ ✗ read_file denied: no grant allows this call\n",
             "approval ",
             '"command": "ls -l"',
             ": the call runs\n",
-            "✓ shell (",
+            "✓ shell: done, ",
             "That was the demo",
         )
 
