@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from bench import broker, loop, scale, startup
+from bench import broker, console, loop, scale, startup
 
 BENCHMARKS: dict[str, Callable[[], None]] = {
     "decision": broker.decision,
@@ -14,6 +14,7 @@ BENCHMARKS: dict[str, Callable[[], None]] = {
     "turn": loop.turn,
     "startup": startup.startup,
     "scale": scale.scale,
+    "console": console.console,
 }
 
 

@@ -1,5 +1,6 @@
 """`startup` and `memory` (SPEC §17): `bxctl up` until all four services are ready, and the
-four services' resident memory when idle. Targets: startup <= 1.5 s; memory <= 150 MB.
+four services' resident memory when idle, with the console on (issue 12). Targets: startup
+<= 1.5 s; memory <= 160 MB.
 
 Each run is a fresh home; the floor printed beside startup is four bare `python -c pass`
 runs, one a service, which no supervisor can beat.
@@ -71,7 +72,7 @@ def startup(repeat: int = 5) -> None:
             "python_bare": python,
             "startup": verdict("up (s)", up["median_ms"] / 1000, "<= 1.5",
                                up["median_ms"] <= 1500),
-            "memory": verdict("idle RSS (MB)", megabytes, "<= 150", megabytes <= 150),
+            "memory": verdict("idle RSS (MB)", megabytes, "<= 160", megabytes <= 160),
             "cpus": os.cpu_count(),
         },
     )  # fmt: skip

@@ -57,6 +57,7 @@ class ErrorCode(enum.StrEnum):
     ALREADY_SETTLED = "already_settled"
     UNKNOWN_APPROVAL = "unknown_approval"
     UNAVAILABLE = "unavailable"
+    INVALID = "invalid"  # the owner's request cannot be carried out as asked; the message says why
     INTERNAL = "internal"
 
 
@@ -100,8 +101,8 @@ class EndReason(enum.StrEnum):
     DONE = "done"
     MAX_STEPS = "max_steps"
     ERROR = "error"
-
     CANCELLED = "cancelled"  # the owner stopped the turn (`cancel`, §12.2)
+
 
 # --- common (§3.4) -------------------------------------------------------------------------
 
@@ -252,8 +253,8 @@ class ApprovalInfo:
     why: AskWhy
     requested: Short
     expires: Short
-
     preview: Preview | None = None  # write_file: a unified diff of what would change (§12.2)
+
 
 @dataclass(frozen=True, slots=True)
 class PendingQuery:
@@ -296,6 +297,32 @@ class GrantList:
     TYPE: ClassVar[str] = "grant_list"
     id: RequestId
     grants: tuple[GrantInfo, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GrantAdd:
+    """Write a new grant file (§5.1), checked as `bxctl grant add` checks it; answered with
+    the new `grant_list`, or `error` `invalid` saying why nothing was written."""
+
+    TYPE: ClassVar[str] = "grant_add"
+    id: RequestId
+    grant: Short
+    tool: Short
+    mode: Short
+    class_: Short
+    path: Short | None = None
+    host: Short | None = None
+    untrusted: bool | None = None
+    note: Short | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GrantRemove:
+    """Remove one grant file; answered with the new `grant_list`."""
+
+    TYPE: ClassVar[str] = "grant_remove"
+    id: RequestId
+    grant: Short
 
 
 @dataclass(frozen=True, slots=True)
@@ -363,6 +390,36 @@ class Explanation:
     winner: Short | None = None
 
 
+# --- the owner's view of memory (§11, §12.2): brokerd asks memoryd for the owner ---------
+
+
+@dataclass(frozen=True, slots=True)
+class NotesQuery:
+    """The notes, newest first; with `query`, those that hold any of its words."""
+
+    TYPE: ClassVar[str] = "notes_query"
+    id: RequestId
+    query: Short | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NoteInfo:
+    note: Count
+    session: Session
+    label: Label
+    bytes: Count
+    created: Short
+    text: Short  # the note, cut to what a short string holds
+
+
+@dataclass(frozen=True, slots=True)
+class Notes:
+    TYPE: ClassVar[str] = "notes"
+    id: RequestId
+    notes: tuple[NoteInfo, ...]
+    total: Count
+
+
 # --- broker-events (PUB) ---------------------------------------------------------------------
 
 
@@ -417,6 +474,26 @@ class Accepted:
 
 
 @dataclass(frozen=True, slots=True)
+class Cancel:
+    """Stop the session's running turn, and its sub-agents' (§12.2): it ends `cancelled`."""
+
+    TYPE: ClassVar[str] = "cancel"
+    id: RequestId
+    session: Session
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelled:
+    """The answer to `cancel`, once the turn has ended: the turn that was running, or none
+    (`turn` absent) when nothing ran."""
+
+    TYPE: ClassVar[str] = "cancelled"
+    id: RequestId
+    session: Session
+    turn: Count | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class SessionsQuery:
     TYPE: ClassVar[str] = "sessions_query"
     id: RequestId
@@ -468,30 +545,14 @@ class ToolCalled:
 
 @dataclass(frozen=True, slots=True)
 class ToolDone:
+    """A call that ran: `bytes` of output in all, and `output` itself for the owner's views,
+    cut to 16 KiB with a note of what was cut (absent in histories from before issue 12)."""
+
     TAG: ClassVar[str] = "tool_done"
     tool: ToolId
     ok: bool
     bytes: Count
-
-@dataclass(frozen=True, slots=True)
-class Cancel:
-    """Stop the session's running turn, and its sub-agents' (§12.2): it ends `cancelled`."""
-
-    TYPE: ClassVar[str] = "cancel"
-    id: RequestId
-    session: Session
-
-
-@dataclass(frozen=True, slots=True)
-class Cancelled:
-    """The answer to `cancel`, once the turn has ended: the turn that was running, or none
-    (`turn` absent) when nothing ran."""
-
-    TYPE: ClassVar[str] = "cancelled"
-    id: RequestId
-    session: Session
-    turn: Count | None = None
-
+    output: OutputShown | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -545,14 +606,10 @@ class TurnEvent:
 
 @dataclass(frozen=True, slots=True)
 class History:
-    """A call that ran: `bytes` of output in all, and `output` itself for the owner's views,
-    cut to 16 KiB with a note of what was cut (absent in histories from before issue 12)."""
-
     """Events in order; `more` when one message could not hold them all (ask again after
     the last `seq`)."""
 
     TYPE: ClassVar[str] = "history"
-    output: OutputShown | None = None
     id: RequestId
     session: Session
     events: tuple[TurnEvent, ...]

@@ -23,10 +23,14 @@ from bxcore.messages import (
     EventsQuery,
     Explain,
     Explanation,
+    GrantAdd,
     GrantList,
+    GrantRemove,
     GrantsReload,
     History,
     HistoryQuery,
+    Notes,
+    NotesQuery,
     OwnerMessage,
     PendingList,
     PendingQuery,
@@ -58,9 +62,20 @@ AdminRequest = (
     | AuditAccept
     | StateQuery
     | Explain
+    | GrantAdd
+    | GrantRemove
+    | NotesQuery
 )
 AdminAnswer = (
-    Settled | PendingList | GrantList | AuditRecords | AuditReport | State | Explanation | Error
+    Settled
+    | PendingList
+    | GrantList
+    | AuditRecords
+    | AuditReport
+    | State
+    | Explanation
+    | Notes
+    | Error
 )
 
 # loopd's `loop` socket: owner messages, stopping a turn and the sessions' histories (§10).
@@ -68,8 +83,8 @@ LoopRequest = OwnerMessage | SessionsQuery | HistoryQuery | Cancel
 LoopAnswer = Accepted | SessionList | History | Cancelled | Error
 
 # memoryd's `memory` socket: brokerd's memory calls (§11).
-MemoryRequest = ToolRequest
-MemoryAnswer = ToolResponse | Error
+MemoryRequest = ToolRequest | NotesQuery
+MemoryAnswer = ToolResponse | Notes | Error
 
 # gatewayd's `gateway` socket: what `bxctl chat` needs, Stop too (§12).
 GatewayRequest = EventsQuery | OwnerMessage | VerdictRequest | PendingQuery | Cancel

@@ -17,7 +17,15 @@ import typer
 
 from bxcore.home import Home
 from bxcore.visible import visible
-from bxctl import audit_accept, audit_cmds, box_cmds, grant_cmds, owner_cmds, session_cmds
+from bxctl import (
+    audit_accept,
+    audit_cmds,
+    box_cmds,
+    console_cmd,
+    grant_cmds,
+    owner_cmds,
+    session_cmds,
+)
 from bxctl.init import init_home
 from bxctl.output import CommandError, say
 
@@ -36,6 +44,7 @@ box_cmds.register(app)
 app.add_typer(session_cmds.app, name="session")
 owner_cmds.register(app)  # chat, pending, approve, deny
 app.command()(session_cmds.explain)
+app.command()(console_cmd.console)
 
 
 @dataclass(frozen=True)

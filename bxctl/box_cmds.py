@@ -49,6 +49,7 @@ from bxctl.box_view import (
     status_table,
     warn,
 )
+from bxctl.console_cmd import console_hint
 from bxctl.demo import prepare as prepare_demo
 from bxctl.init import init_home
 from bxctl.logs import Follower, rotate_if_over, rotated, tail
@@ -141,7 +142,7 @@ def _already_running(record: pidfile.BoxRecord) -> None:
     report = _report(record)
     say(f"already running (supervisor pid {report.pid})")
     if report.console:
-        say(f"console: {report.console}")
+        say(f"console: {console_hint(report.console)}")
     _next_steps()
 
 
@@ -367,7 +368,7 @@ def status(
         status_table(services)
         show_ledger(ledger)
         if report.console:
-            say(f"console: {report.console}")
+            say(f"console: {console_hint(report.console)}")
         show_warnings(warnings)
     if any(info.state is not RUNNING for info in report.services):
         raise typer.Exit(3)

@@ -16,6 +16,7 @@ import typer
 from bxcore.home import Home
 from bxcore.messages import ServiceInfo, ServiceState, SupervisorReport
 from bxcore.visible import visible
+from bxctl.console_cmd import console_line
 from bxctl.logs import tail
 from bxctl.output import fail, is_terminal, say, table
 
@@ -83,7 +84,7 @@ def show_started(home: Home, report: SupervisorReport, *, fatal: bool) -> None:
     if report.sandbox == "none":
         say(UNSANDBOXED, style="red")
     if report.console:
-        say(f"console: {report.console}")
+        say(f"console: {console_line(home, report.console)}")
     if failed:
         names = ", ".join(info.name for info in failed)
         message = (

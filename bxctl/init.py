@@ -15,6 +15,7 @@ from pathlib import Path
 
 from bxcore import curve
 from bxcore.config import COMMENTED_CONFIG, ConfigError, load_config, toml_value
+from bxcore.console_link import TokenError, ensure_token
 from bxcore.errors import one_line
 from bxcore.home import Home, HomeError
 
@@ -125,6 +126,11 @@ def init_home(home: Home) -> list[str]:
     for party in curve.PARTIES:
         if curve.generate(home.keys, party):
             made.append(f"key pair {home.keys / party}.key")
+    try:
+        if ensure_token(home.console_token):
+            made.append(f"console token {home.console_token}")
+    except TokenError as error:
+        raise HomeError(str(error)) from None
     if write_new(home.config, COMMENTED_CONFIG):
         made.append(f"config {home.config}")
     if not any(home.grants.glob("*.toml")):

@@ -31,6 +31,7 @@ from bxcore import curve, process_tree, runlock, service_states
 from bxcore.client import Client, ProtocolError, Unreachable
 from bxcore.clock import now_ms, rfc3339
 from bxcore.config import Config, ConfigError, load_config
+from bxcore.console_link import console_address
 from bxcore.errors import SETUP_ERROR_EXIT, SetupError, one_line
 from bxcore.home import SOCKETS, Home, HomeError
 from bxcore.messages import (
@@ -490,8 +491,12 @@ class Supervisor:
                     service.spec.name, life.state, life.restarts, since, pid, service.last_exit
                 )
             )
-        # No console URL yet: gatewayd serves only its socket until the web console lands.
-        return SupervisorReport(request_id, os.getpid(), self.config.sandbox.mode, tuple(infos))
+        console = self.config.console
+        serves = console.enabled and "gatewayd" in self.services
+        address = console_address(console.host, console.port) if serves else None
+        return SupervisorReport(
+            request_id, os.getpid(), self.config.sandbox.mode, tuple(infos), address
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

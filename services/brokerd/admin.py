@@ -8,9 +8,13 @@ as admin messages are refused on the broker socket.
 from __future__ import annotations
 
 import json
+import secrets
+from collections.abc import Callable
+from dataclasses import replace
 
 import anyio
 
+from bxcore.client import Client, ProtocolError, Unreachable
 from bxcore.messages import (
     Absorb,
     ApprovalInfo,
@@ -25,9 +29,13 @@ from bxcore.messages import (
     ErrorCode,
     Explain,
     Explanation,
+    GrantAdd,
     GrantInfo,
     GrantList,
+    GrantRemove,
     GrantsReload,
+    Notes,
+    NotesQuery,
     PendingList,
     PendingQuery,
     State,
@@ -43,6 +51,7 @@ from bxcore.wire import MAX_MESSAGE, encode
 from services.brokerd.core import policy
 from services.brokerd.core.grants import Grant, InvalidGrant
 from services.brokerd.desk import Desk
+from services.brokerd.grant_files import GrantFields, GrantRefused, add_grant, remove_grant
 from services.brokerd.grants_folder import read_folder
 from services.brokerd.judge import Judge
 from services.brokerd.ledger import Ledger, LedgerState, LedgerUnavailable
@@ -77,10 +86,13 @@ def grant_info(grant: Grant | InvalidGrant) -> GrantInfo:
 
 
 class Admin:
-    def __init__(self, *, desk: Desk, judge: Judge, ledger: Ledger) -> None:
+    def __init__(
+        self, *, desk: Desk, judge: Judge, ledger: Ledger, memory: Callable[[], Client]
+    ) -> None:
         self.desk = desk
         self.judge = judge
         self.ledger = ledger
+        self._memory = memory
         self.routes: Routes[AdminAnswer] = Routes(
             AdminRequest,
             REFUSAL,
@@ -92,6 +104,9 @@ class Admin:
             Route(AuditAccept, self.audit_accept),
             Route(StateQuery, self.state),
             Route(Explain, self.explain),
+            Route(GrantAdd, self.grant_add),
+            Route(GrantRemove, self.grant_remove),
+            Route(NotesQuery, self.notes),
         )
 
     def __repr__(self) -> str:
@@ -102,6 +117,47 @@ class Admin:
         every: list[Grant | InvalidGrant] = [*grants.valid, *grants.invalid]
         every.sort(key=lambda g: g.id)
         return GrantList(message.id, tuple(grant_info(g) for g in every))
+
+    async def grant_add(self, message: GrantAdd) -> GrantList | Error:
+        """The console's **Add grant**: the same check and write as `bxctl grant add`."""
+        fields = GrantFields(
+            message.tool,
+            message.mode,
+            message.path,
+            message.host,
+            message.class_,
+            message.untrusted,
+            message.note or "",
+        )
+        folder = self.judge.grants.folder
+        try:
+            await anyio.to_thread.run_sync(
+                add_grant, folder, message.grant, fields, "the owner's console"
+            )
+        except GrantRefused as error:
+            return Error(message.id, ErrorCode.INVALID, short(str(error)))
+        return await self.grants_reload(GrantsReload(message.id))
+
+    async def grant_remove(self, message: GrantRemove) -> GrantList | Error:
+        folder = self.judge.grants.folder
+        try:
+            await anyio.to_thread.run_sync(remove_grant, folder, message.grant)
+        except GrantRefused as error:
+            return Error(message.id, ErrorCode.INVALID, short(str(error)))
+        return await self.grants_reload(GrantsReload(message.id))
+
+    async def notes(self, message: NotesQuery) -> Notes | Error:
+        """The owner's look at memory, asked of memoryd (which only brokerd reaches)."""
+        client = self._memory()
+        upstream = NotesQuery(f"n-{secrets.token_hex(8)}", message.query)
+        try:
+            async with client:
+                answer = await client.request(upstream)
+        except (Unreachable, ProtocolError) as error:
+            return Error(message.id, ErrorCode.UNAVAILABLE, short(f"memoryd: {error}"))
+        if isinstance(answer, Notes | Error):
+            return replace(answer, id=message.id)
+        return Error(message.id, ErrorCode.INTERNAL, f"memoryd answered {type(answer).__name__}")
 
     async def state(self, message: StateQuery) -> State | Error:
         return answer_state(self.judge.labels, message, peek=True)

@@ -23,7 +23,10 @@ from bxcore.messages import (
     ErrorCode,
     Explain,
     Failed,
+    GrantAdd,
+    GrantRemove,
     GrantsReload,
+    NotesQuery,
     Outcome,
     PendingQuery,
     State,
@@ -61,7 +64,18 @@ ON_ADMIN = "this belongs on the admin socket"
 REFUSAL = Refusal(
     "brokerd does not take {type}",
     elsewhere=dict.fromkeys(
-        (VerdictRequest, PendingQuery, GrantsReload, AuditTail, AuditVerify, AuditAccept, Explain),
+        (
+            VerdictRequest,
+            PendingQuery,
+            GrantsReload,
+            AuditTail,
+            AuditVerify,
+            AuditAccept,
+            Explain,
+            GrantAdd,
+            GrantRemove,
+            NotesQuery,
+        ),
         ON_ADMIN,
     ),
 )

@@ -220,13 +220,11 @@ async def serve(ctx: Context) -> None:
 
     committer = Committer(ledger, witness, alone=alone)
     memory = ctx.endpoint("memory")
-    courier = Courier(
-        config.sandbox,
-        host,
-        lambda: Client(ctx.zmq, memory, name="memoryd", timeout=5.0, tries=2),
-        home.run_dir,
-        cgroups,
-    )
+
+    def memoryd() -> Client:
+        return Client(ctx.zmq, memory, name="memoryd", timeout=5.0, tries=2)
+
+    courier = Courier(config.sandbox, host, memoryd, home.run_dir, cgroups)
     # The shared pieces first, then the handlers that use them: none reaches into another.
     labels = StateStore(home.state_broker)
     book = CallBook(ledger, config.broker.results_kept)
@@ -242,7 +240,7 @@ async def serve(ctx: Context) -> None:
     broker = Broker(
         book=book, committer=committer, driver=driver, judge=judge, labels=labels, desk=desk
     )
-    admin = Admin(desk=desk, judge=judge, ledger=ledger)
+    admin = Admin(desk=desk, judge=judge, ledger=ledger, memory=memoryd)
     loaded = anyio.Event()  # `ping` is answered at once; the rest once the ledger is read
 
     auth: AsyncioAuthenticator | None = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import socket
 from typing import Any
 
 import anyio
@@ -17,8 +18,15 @@ import zmq
 
 from bxcore import curve
 from bxcore.client import Client
+from bxcore.console_link import TokenError, ensure_token, read_token
 from bxcore.daemon import Context
+from bxcore.errors import SetupError
 from bxcore.router import Router
+from services.gatewayd.console import server
+from services.gatewayd.console.access import Keys
+from services.gatewayd.console.api import Backend
+from services.gatewayd.console.app import Console
+from services.gatewayd.console.feed import Feed
 from services.gatewayd.gateway import Gateway
 from services.gatewayd.heads import HeadKeeper
 from services.gatewayd.streams import follow
@@ -27,23 +35,40 @@ log = logging.getLogger("gatewayd")
 
 
 async def serve(ctx: Context) -> None:
-    keys = ctx.home.keys
-    owner = curve.load_public(keys, "owner")
-    brokerd = curve.load_public(keys, "brokerd")
-    own = curve.load_pair(keys, "gatewayd")
+    home_keys = ctx.home.keys
+    owner = curve.load_public(home_keys, "owner")
+    brokerd = curve.load_public(home_keys, "brokerd")
+    own = curve.load_pair(home_keys, "gatewayd")
     loop_endpoint, admin_endpoint = ctx.endpoint("loop"), ctx.endpoint("admin")
 
     def as_gatewayd(socket: zmq.Socket[Any]) -> None:
         curve.connect_curve(socket, own, brokerd)
 
     heads = HeadKeeper(ctx.home.witness("gatewayd"), ctx.home.ledger)
+    console = ctx.config.console
+    keys: Keys | None = None
+    listener: socket.socket | None = None
+    if console.enabled:  # before anything else: a taken port is one line, and no start
+        try:
+            ensure_token(ctx.home.console_token)
+            keys = Keys(read_token(ctx.home.console_token))
+        except TokenError as error:
+            raise SetupError(str(error)) from None
+        listener = server.bind(console.host, console.port)
     auth = curve.start_zap(ctx.zmq, {"gateway": curve.AllowList({owner: "owner"})})
     try:
         async with (
             Client(ctx.zmq, loop_endpoint, name="loopd", timeout=10.0, tries=1) as loop,
             Client(ctx.zmq, loop_endpoint, name="loopd", timeout=5.0, tries=2) as history,
             Client(ctx.zmq, admin_endpoint, name="brokerd", secure=as_gatewayd) as admin,
-        ):
+            # The console's own clients: a slow question (a whole ledger verified) there
+            # never holds up `bxctl chat`'s long polls or the pending list.
+            Client(ctx.zmq, loop_endpoint, name="loopd", timeout=5.0, tries=2) as loop_q,
+            Client(ctx.zmq, admin_endpoint, name="brokerd", timeout=60.0, tries=1,
+                   secure=as_gatewayd) as admin_q,
+            Client(ctx.zmq, ctx.endpoint("supervisor"), name="the supervisor", timeout=5.0,
+                   tries=1) as supervisor,
+        ):  # fmt: skip
             gateway = Gateway(loop, history, admin, heads)
             router = Router(
                 ctx.zmq,
@@ -52,21 +77,43 @@ async def serve(ctx: Context) -> None:
                 service="gatewayd",
                 secure=lambda socket: curve.serve_curve(socket, own, "gateway"),
             )
-            log.info("serving: %r, %r", router, gateway)
-            await _serve(ctx, router, gateway)
+            feed = Feed()
+            app = None
+            if keys is not None and listener is not None:
+                backend = Backend(ctx.home, gateway, heads, loop_q, admin_q, supervisor)
+                app = Console(
+                    backend, feed, keys, port=console.port, allowed_hosts=console.allowed_hosts
+                ).app
+            log.info("serving: %r, %r, %r", router, gateway, feed)
+            async with anyio.create_task_group() as tasks:
+                if app is not None and listener is not None:
+                    tasks.start_soon(server.serve, app, listener)
+                await _serve(ctx, router, gateway, feed)
     finally:
+        if listener is not None:
+            listener.close()
         auth.stop()
 
 
-async def _serve(ctx: Context, router: Router, gateway: Gateway) -> None:
-    """The socket, the witness, the pending list and both event streams, until cancelled."""
+async def _serve(ctx: Context, router: Router, gateway: Gateway, feed: Feed) -> None:
+    """The socket, the witness, the pending list and both event streams, until cancelled;
+    every event is also handed to the console's live stream."""
+
+    def on_loop_event(message: object) -> None:
+        gateway.on_loop_event(message)
+        feed.take(message)
+
+    def on_broker_event(message: object) -> None:
+        gateway.on_broker_event(message)
+        feed.take(message)
+
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(router.serve)
         tasks.start_soon(gateway.heads.run)
         tasks.start_soon(gateway.run)
         for stream, on_message, on_connect in (
-            ("loop-events", gateway.on_loop_event, gateway.on_loop_connect),
-            ("broker-events", gateway.on_broker_event, gateway.on_broker_connect),
+            ("loop-events", on_loop_event, gateway.on_loop_connect),
+            ("broker-events", on_broker_event, gateway.on_broker_connect),
         ):
             tasks.start_soon(
                 functools.partial(

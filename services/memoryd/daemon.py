@@ -20,12 +20,17 @@ from bxcore.labels import CLEAN, Label
 from bxcore.messages import (
     Done,
     Error,
+    ErrorCode,
     Failed,
+    NoteInfo,
+    Notes,
+    NotesQuery,
     Outcome,
     State,
     StateQuery,
     ToolRequest,
     ToolResponse,
+    short,
 )
 from bxcore.router import Router
 from bxcore.routes import Refusal, Route, Routes, type_of
@@ -40,7 +45,10 @@ log = logging.getLogger("memoryd")
 LABEL_TIMEOUT_S = 1.5  # a try; brokerd waits 5 s a try for memoryd, so this fails first
 LABEL_TRIES = 2
 MAX_MESSAGE = 1000  # characters of a `Failed` message
-REFUSAL = Refusal("memoryd takes only memory tool_request")  # any other message, or tool
+BROWSE_LIMIT = 200  # notes in one answer to the owner's notes_query
+REFUSAL = Refusal(
+    "memoryd takes only memory tool_request and notes_query"
+)  # any other message, or tool
 
 LabelAsker = Callable[[str], Awaitable[Label]]
 
@@ -82,7 +90,10 @@ class Memory:
         self._now = now
         self._served = 0
         self.routes: Routes[MemoryAnswer] = Routes(
-            MemoryRequest, REFUSAL, Route(ToolRequest, self.tool_request)
+            MemoryRequest,
+            REFUSAL,
+            Route(ToolRequest, self.tool_request),
+            Route(NotesQuery, self.notes_query),
         )
 
     def __repr__(self) -> str:
@@ -95,6 +106,18 @@ class Memory:
         outcome = await self.run(message)
         self._served += 1
         return ToolResponse(message.id, outcome)
+
+    async def notes_query(self, message: NotesQuery) -> Notes | Error:
+        """The owner's look at the notes, asked through brokerd's admin socket (§12.2)."""
+        try:
+            found, total = self.store.browse(message.query, BROWSE_LIMIT)
+        except StoreError as error:
+            return Error(message.id, ErrorCode.UNAVAILABLE, short(f"memory: {error}"))
+        infos = tuple(
+            NoteInfo(n.id, n.session, n.label, len(n.text.encode()), n.created, short(n.text))
+            for n in found
+        )
+        return Notes(message.id, infos, total)
 
     async def run(self, request: ToolRequest) -> Outcome:
         try:

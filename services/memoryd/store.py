@@ -370,6 +370,26 @@ class Store:
             ).fetchall()
         return [StoredNote(r[0], r[1], r[2], r[3], _label(r[4], r[5]), r[6]) for r in rows]
 
+    def browse(self, query: str | None, limit: int) -> tuple[list[StoredNote], int]:
+        """For the owner (§12.2): the newest `limit` notes, or with `query` those that hold any
+        of its words, best first; and how many notes there are in all."""
+        expression = None if query is None else match_expression(query)
+        columns = "notes.id, session, call, text, class, untrusted, created"
+        with self._operation("list the notes"), self._snapshot():
+            (total,) = self._conn.execute("SELECT count(*) FROM notes").fetchone()
+            if expression is None:
+                rows = self._conn.execute(
+                    f"SELECT {columns} FROM notes ORDER BY id DESC LIMIT ?", (limit,)
+                ).fetchall()
+            else:
+                rows = self._conn.execute(
+                    f"SELECT {columns} FROM notes_fts JOIN notes ON notes.id = notes_fts.rowid"
+                    " WHERE notes_fts MATCH ? ORDER BY notes_fts.rank, notes.id DESC LIMIT ?",
+                    (expression, limit),
+                ).fetchall()
+        notes = [StoredNote(r[0], r[1], r[2], r[3], _label(r[4], r[5]), r[6]) for r in rows]
+        return notes, total
+
 
 def _label(class_: str, untrusted: int) -> Label:
     return Label(DataClass(class_), bool(untrusted))

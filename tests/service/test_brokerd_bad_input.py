@@ -26,7 +26,10 @@ from bxcore.messages import (
     Error,
     ErrorCode,
     Explain,
+    GrantAdd,
+    GrantRemove,
     GrantsReload,
+    NotesQuery,
     OwnerMessage,
     Pending,
     PendingList,
@@ -319,6 +322,10 @@ ADMIN_ONLY = [
     AuditTail("x4", 10),
     AuditVerify("x5"),
     Explain("x6", "s", "read_file", "{}"),
+    # The model's side may not write itself a grant, remove one, or read every note.
+    GrantAdd("x7", "everything", "shell", "allow", "private", path="/"),
+    GrantRemove("x8", "workspace-read"),
+    NotesQuery("x9"),
 ]
 
 

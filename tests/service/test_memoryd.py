@@ -343,7 +343,7 @@ def test_a_message_of_another_type_is_a_bad_message_and_memoryd_serves_on(
     memoryd: Memoryd, peer: Peer, broker: FakeBrokerState, message: Any
 ) -> None:
     assert peer.ask(message) == Error(
-        "w1", ErrorCode.BAD_MESSAGE, "memoryd takes only memory tool_request"
+        "w1", ErrorCode.BAD_MESSAGE, "memoryd takes only memory tool_request and notes_query"
     )
     assert recall(peer, "") == Done(True, "no notes match", CLEAN)
 

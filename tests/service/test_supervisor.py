@@ -71,7 +71,10 @@ def test_up_starts_the_four_services_in_order_each_ready_before_the_next(home: P
     assert result.returncode == 0, result.stderr
     printed = [line.split()[0] for line in result.stdout.splitlines() if "running (pid" in line]
     assert printed == list(SERVICES)
-    assert "console:" not in result.stdout  # gatewayd serves no web page yet
+    token = (home / "keys" / "console.token").read_text().strip()
+    consoles = [line for line in result.stdout.splitlines() if line.startswith("console:")]
+    assert len(consoles) == 1  # printed once, with the token that logs the owner in
+    assert consoles[0].endswith(f"/#token={token}") and "http://127.0.0.1:" in consoles[0]
     log = (home / "logs" / "supervisor.log").read_text()
     moves = [line.split("supervisor ", 1)[1] for line in log.splitlines() if " -> " in line]
     assert moves == [
@@ -89,7 +92,8 @@ def test_up_starts_the_four_services_in_order_each_ready_before_the_next(home: P
         assert record.children[name].pid == pid
         pong = sync_request(home, MAIN_SOCKET[name], Ping("t"))  # gateway: as the owner, CURVE
         assert isinstance(pong, Pong) and pong.pid == pid
-    assert status(home)["console"] is None
+    console = status(home)["console"]  # the address only: the token is for `bxctl console`
+    assert console.startswith("http://127.0.0.1:") and "token" not in console
 
 
 def test_up_initialises_a_fresh_home_first(home: Path) -> None:

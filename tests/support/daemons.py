@@ -11,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import os
 import pwd
+import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -149,12 +151,28 @@ def running(name: str, home: Path, env: Mapping[str, str] | None = None) -> Iter
 
 
 def init_home(home: Path, config: str = "") -> Path:
-    """A fresh home from `bxctl init`, with `config` as its config.toml."""
+    """A fresh home from `bxctl init`, with `config` as its config.toml. Unless `config` says
+    otherwise, the console listens on a free port of its own: tests run side by side."""
     from bxctl.init import init_home as init
 
     init(Home(home))
+    if "[console]" not in config:
+        config += f"\n[console]\nport = {free_port()}\n"
     (home / "config.toml").write_text(config)
     return home
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing uses now, below the kernel's ephemeral range (so
+    no outgoing connection takes it before gatewayd binds it)."""
+    while True:
+        port = random.randrange(10_000, 32_000)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
 
 
 def tool_owned(*paths: Path) -> None:

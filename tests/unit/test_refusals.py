@@ -36,7 +36,11 @@ HEAD = LedgerHead(1, "0" * 64)
             Error("g", BAD, "the gateway socket does not take sessions_query"),
         ),
         (GATEWAY, HEAD, None),
-        (MEMORY, StateQuery("m", "s"), Error("m", BAD, "memoryd takes only memory tool_request")),
+        (
+            MEMORY,
+            StateQuery("m", "s"),
+            Error("m", BAD, "memoryd takes only memory tool_request and notes_query"),
+        ),
         (MEMORY, HEAD, None),
         (
             SUPERVISOR,

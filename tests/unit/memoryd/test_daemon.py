@@ -171,7 +171,7 @@ async def test_a_failure_message_is_one_bounded_line(memory: Memory) -> None:
 )
 async def test_any_other_message_is_a_bad_message(memory: Memory, message: object) -> None:
     assert await memory.routes.dispatch(message) == Error(
-        "r1", ErrorCode.BAD_MESSAGE, "memoryd takes only memory tool_request"
+        "r1", ErrorCode.BAD_MESSAGE, "memoryd takes only memory tool_request and notes_query"
     )
 
 

@@ -1,0 +1,165 @@
+"""The console as an ASGI app (SPEC §12): the page's files, the JSON API, login and the live
+stream, behind the `Guard`. Built once by gatewayd from its `Backend`, `Feed` and `Keys`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from services.gatewayd.console import access
+from services.gatewayd.console.api import Backend, Refused, body, fail
+from services.gatewayd.console.feed import Feed
+from services.gatewayd.console.guard import Guard
+
+log = logging.getLogger("gatewayd")
+
+STATIC = Path(__file__).resolve().parent / "static"
+KEEPALIVE_S = 15.0
+COOKIE_MAX_AGE_S = 30 * 24 * 3600
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def refusals(handler: Handler) -> Handler:
+    """A route whose `Refused` becomes its one-line JSON answer; nothing else is caught."""
+
+    async def answer(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except Refused as refused:
+            return fail(refused.status, str(refused))
+
+    return answer
+
+
+class Console:
+    def __init__(
+        self,
+        backend: Backend,
+        feed: Feed,
+        keys: access.Keys,
+        *,
+        port: int,
+        allowed_hosts: tuple[str, ...],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.backend = backend
+        self.feed = feed
+        self.keys = keys
+        self.limiter = access.LoginLimiter()
+        self._clock = clock
+        b = backend
+        api = [
+            ("/api/login", self.login, ["POST"]),
+            ("/api/logout", self.logout, ["POST"]),
+            ("/api/events", self.events, ["GET"]),
+            ("/api/sessions", b.sessions, ["GET"]),
+            ("/api/sessions/{session}/history", b.history, ["GET"]),
+            ("/api/sessions/{session}/messages", b.message, ["POST"]),
+            ("/api/sessions/{session}/cancel", b.cancel, ["POST"]),
+            ("/api/pending", b.pending, ["GET"]),
+            ("/api/approvals/{approval}", b.verdict, ["POST"]),
+            ("/api/ledger", b.ledger, ["GET"]),
+            ("/api/ledger/verify", b.verify, ["POST"]),
+            ("/api/grants", b.grants, ["GET"]),
+            ("/api/grants", b.add_grant, ["POST"]),
+            ("/api/grants/{grant}", b.remove_grant, ["DELETE"]),
+            ("/api/explain", b.explain, ["POST"]),
+            ("/api/memory", b.memory, ["GET"]),
+            ("/api/services", b.services, ["GET"]),
+            ("/api/services/{name}/restart", b.restart, ["POST"]),
+            ("/api/services/{name}/logs", b.logs, ["GET"]),
+        ]
+        routes: list[BaseRoute] = [
+            Route(path, refusals(handler), methods=methods) for path, handler, methods in api
+        ]
+        routes += [
+            Route("/", self.page, methods=["GET"]),
+            Mount("/static", StaticFiles(directory=STATIC), name="static"),
+        ]
+        starlette = Starlette(routes=routes, exception_handlers={404: _missing, 405: _method})
+        self.app = Guard(starlette, port=port, allowed_hosts=allowed_hosts, keys=keys)
+
+    async def page(self, request: Request) -> Response:
+        return FileResponse(STATIC / "index.html", media_type="text/html; charset=utf-8")
+
+    async def login(self, request: Request) -> Response:
+        """The token, once, in the body; a cookie made from it in return (§12.1)."""
+        client = request.client.host if request.client else "unknown"
+        now = self._clock()
+        if self.limiter.blocked(client, now):
+            return fail(429, "too many failed logins; wait a minute")
+        try:
+            token = (await body(request, {"token": str})).get("token", "")
+        except Refused as refused:
+            return fail(refused.status, str(refused))
+        if not self.keys.token_matches(token):
+            self.limiter.failed(client, now)
+            log.warning("a console login from %s failed: wrong token", client)
+            return fail(401, "that is not the console's token; run `bxctl console` for the link")
+        response = JSONResponse({"ok": True})
+        response.set_cookie(
+            access.COOKIE,
+            self.keys.cookie,
+            max_age=COOKIE_MAX_AGE_S,
+            path="/",
+            httponly=True,
+            samesite="strict",
+        )
+        log.info("the owner logged in to the console from %s", client)
+        return response
+
+    async def logout(self, request: Request) -> Response:
+        response = JSONResponse({"ok": True})
+        response.delete_cookie(access.COOKIE, path="/", httponly=True, samesite="strict")
+        return response
+
+    async def events(self, request: Request) -> Response:
+        start = self.feed.resume_from(request.headers.get("last-event-id"))
+        stream = self._stream(start)
+        headers = {"X-Accel-Buffering": "no"}
+        return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
+
+    async def _stream(self, start: int | None) -> AsyncIterator[bytes]:
+        """The live stream: `hello` (or `reset` when what was missed is gone), then every
+        event as it comes, with a comment now and then so a dead connection is noticed."""
+        feed = self.feed
+        n = feed.last if start is None else start
+        first = "reset" if start is None else "hello"
+        hello = json.dumps({"boot": feed.boot, "last": feed.event_id(feed.last)})
+        yield f"retry: 1000\nid: {feed.event_id(n)}\nevent: {first}\ndata: {hello}\n\n".encode()
+        while True:
+            items = feed.after(n)
+            if items and items[0].n != n + 1:  # fell behind what is kept
+                n = feed.last
+                yield f"id: {feed.event_id(n)}\nevent: reset\ndata: {{}}\n\n".encode()
+                continue
+            if not items:
+                await feed.wait(n, KEEPALIVE_S)
+                if n == feed.last:
+                    yield b": keepalive\n\n"
+                continue
+            chunk = bytearray()
+            for item in items:
+                chunk += f"id: {feed.event_id(item.n)}\nevent: {item.name}\ndata: ".encode()
+                chunk += item.data + b"\n\n"
+            n = items[-1].n
+            yield bytes(chunk)
+
+
+async def _missing(request: Request, exc: Exception) -> Response:
+    return fail(404, f"nothing at {request.url.path[:80]}")
+
+
+async def _method(request: Request, exc: Exception) -> Response:
+    return fail(405, f"{request.method} is not taken at {request.url.path[:80]}")

@@ -1,0 +1,81 @@
+"""The console's HTTP server (SPEC §12.1): uvicorn inside gatewayd's own event loop, on a socket
+gatewayd binds itself, so a port already taken is one line naming it and gatewayd does not
+start. uvicorn leaves signals, logging and the process to gatewayd: no signal handlers, no log
+config of its own, no access log (a request line is nobody's business but the owner's).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import socket
+from collections.abc import Iterator
+
+import anyio
+import uvicorn
+
+from bxcore.errors import SetupError
+from bxcore.visible import visible
+
+log = logging.getLogger("gatewayd")
+
+GRACE_S = 1  # open streams are cut this long after gatewayd is told to stop
+
+
+class _Server(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield  # gatewayd's daemon owns SIGTERM and SIGINT
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on `host`:`port`, or SetupError naming both and what to do."""
+    where = f"{host}:{port}"
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICSERV
+        )[0]
+    except OSError as error:
+        raise SetupError(f"the console cannot listen on {where}: {error.strerror}") from None
+    listener = socket.socket(family, kind, proto)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(address)
+        listener.listen(128)
+    except OSError as error:
+        listener.close()
+        if error.errno == errno.EADDRINUSE:
+            raise SetupError(
+                f"the console's port {port} on {host} is taken by another program; "
+                "stop it, or set [console] port in config.toml"
+            ) from None
+        raise SetupError(f"the console cannot listen on {where}: {error.strerror}") from None
+    listener.set_inheritable(False)
+    return listener
+
+
+async def serve(app: object, listener: socket.socket) -> None:
+    """Serve `app` on `listener` until cancelled."""
+    config = uvicorn.Config(
+        app,  # type: ignore[arg-type]
+        lifespan="off",
+        log_config=None,
+        access_log=False,
+        server_header=False,
+        proxy_headers=False,
+        http="h11",
+        ws="none",
+        timeout_graceful_shutdown=GRACE_S,
+    )
+    server = _Server(config)
+    host, port = listener.getsockname()[:2]
+    log.info("the console listens on %s port %d", visible(str(host)), port)
+    try:
+        await server.serve(sockets=[listener])
+    finally:
+        if server.started:
+            server.should_exit = True
+            with anyio.CancelScope(shield=True), anyio.move_on_after(GRACE_S + 1):
+                await server.shutdown(sockets=[listener])
+        listener.close()

@@ -1,0 +1,153 @@
+// Approvals (SPEC §9, §12.2): each pending call as a card with every argument in full, the
+// write_file difference, the time left, and the owner's three answers. A card settled
+// anywhere (the CLI, another page) leaves this page as soon as the stream says so.
+
+import { get, post } from "./api.js";
+import { $, append, clear, el, labelBadges, pretty, say, span } from "./dom.js";
+
+const UNTRUSTED = "the session holds untrusted content";
+let pending = [];
+let onCount = () => {};
+
+let loading = null;
+let again = false;
+
+export function init(countChanged) {
+  onCount = countChanged;
+  setInterval(tick, 1000);
+}
+
+export function count() {
+  return pending.length;
+}
+
+export async function refresh() {
+  // One read at a time; a change meanwhile asks for one more read after it.
+  if (loading) {
+    again = true;
+    return loading;
+  }
+  loading = (async () => {
+    do {
+      again = false;
+      try {
+        const data = await get("/api/pending");
+        pending = data.approvals.sort((a, b) => a.requested.localeCompare(b.requested));
+        say($("#approvals-problem"), "");
+      } catch (error) {
+        say($("#approvals-problem"), error.message);
+      }
+      render();
+    } while (again);
+  })();
+  try {
+    await loading;
+  } finally {
+    loading = null;
+  }
+}
+
+export function focus(approval) {
+  const card = document.getElementById(`approval-${approval}`);
+  if (!card) return;
+  card.scrollIntoView({ block: "center" });
+  card.classList.add("flash");
+  setTimeout(() => card.classList.remove("flash"), 1500);
+  const first = card.querySelector("button");
+  if (first) first.focus();
+}
+
+function render() {
+  const list = $("#cards");
+  const shown = new Map([...list.children].map((card) => [card.dataset.approval, card]));
+  const wanted = new Set(pending.map((a) => a.approval));
+  for (const [id, card] of shown) if (!wanted.has(id)) card.remove();
+  for (const info of pending) if (!shown.has(info.approval)) list.append(card(info));
+  $("#approvals-empty").hidden = pending.length > 0;
+  onCount(pending.length);
+  tick();
+}
+
+function card(info) {
+  const title = `${info.tool} in ${info.session}`;
+  const headingId = `approval-${info.approval}-title`;
+  const node = el(
+    "li",
+    { class: "card", id: `approval-${info.approval}`, dataset: { approval: info.approval, expires: info.expires }, "aria-labelledby": headingId },
+    el("h2", { id: headingId }, el("span", {}, info.tool), labelBadges(info.label)),
+    el(
+      "dl",
+      {},
+      el("dt", {}, "Session"), el("dd", { class: "mono" }, info.session),
+      el("dt", {}, "Grant"), el("dd", { class: "mono" }, info.grant),
+      el("dt", {}, "Why you are asked"), el("dd", {}, info.why),
+      el("dt", {}, "Approval"), el("dd", { class: "mono" }, info.approval),
+      el("dt", {}, "Time left"), el("dd", { class: "left" }, "…"),
+    ),
+    el("h3", { class: "visually-hidden" }, "Arguments"),
+    el("pre", { class: "args", tabindex: "0", "aria-label": `Every argument of ${title}` }, pretty(info.arguments)),
+  );
+  if (info.tool === "write_file") {
+    node.append(
+      info.preview
+        ? el("pre", { class: "diff", tabindex: "0", "aria-label": "What would change in the file" }, diffLines(info.preview))
+        : el("p", { class: "quiet" }, "No preview: the file could not be read."),
+    );
+  }
+  const problem = el("p", { class: "problem", role: "alert" });
+  const answer = (approve, scope) => () => verdict(node, info, approve, scope, problem);
+  const actions = el(
+    "div",
+    { class: "actions" },
+    el("button", { type: "button", class: "primary", onclick: answer(true, "once") }, "Approve"),
+    info.why === UNTRUSTED
+      ? null
+      : el("button", { type: "button", onclick: answer(true, "session") }, "Approve for session"),
+    el("button", { type: "button", class: "danger", onclick: answer(false, "once") }, "Deny"),
+  );
+  append(node, [actions, problem]);
+  return node;
+}
+
+function diffLines(text) {
+  return text.split("\n").map((line) => {
+    let kind = "";
+    if (line.startsWith("+") && !line.startsWith("+++")) kind = "add";
+    else if (line.startsWith("-") && !line.startsWith("---")) kind = "del";
+    else if (line.startsWith("@@")) kind = "hunk";
+    return el("span", { class: kind }, `${line}\n`);
+  });
+}
+
+async function verdict(node, info, approve, scope, problem) {
+  for (const button of node.querySelectorAll("button")) button.disabled = true;
+  say(problem, "");
+  try {
+    await post(`/api/approvals/${info.approval}`, { approve, scope });
+    pending = pending.filter((a) => a.approval !== info.approval);
+    const next = node.nextElementSibling || node.previousElementSibling;
+    node.remove();
+    render();
+    const button = next && next.querySelector("button");
+    (button || $("#approvals-title")).focus?.();
+  } catch (error) {
+    say(problem, error.message);
+    if (error.status === 404 || error.status === 409) {
+      refresh();
+      return;
+    }
+    for (const button of node.querySelectorAll("button")) button.disabled = false;
+  }
+}
+
+function tick() {
+  const now = Date.now();
+  for (const card of document.querySelectorAll("#cards .card")) {
+    const left = (Date.parse(card.dataset.expires) - now) / 1000;
+    const slot = card.querySelector(".left");
+    if (!slot) continue;
+    slot.textContent = left > 0 ? span(left) : "expired";
+    slot.classList.toggle("soon", left < 60);
+  }
+}
+

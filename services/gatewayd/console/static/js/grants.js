@@ -1,0 +1,108 @@
+// Grants (SPEC §5, §12.2): every grant, the invalid ones with why; Add grant (checked by
+// brokerd with the same code as `bxctl grant add`), Remove (asks first), and Explain.
+
+import { del, get, post } from "./api.js";
+import { $, append, clear, el, labelBadges, say } from "./dom.js";
+
+export function init() {
+  $("#grant-form").addEventListener("submit", add);
+  $("#explain-form").addEventListener("submit", explain);
+}
+
+export async function refresh() {
+  try {
+    const data = await get("/api/grants");
+    render(data.grants);
+    say($("#grants-problem"), "");
+  } catch (error) {
+    say($("#grants-problem"), error.message);
+  }
+}
+
+function render(grants) {
+  const body = clear($("#grants-table tbody"));
+  for (const grant of grants) {
+    const remove = el("button", { type: "button", class: "danger", "aria-label": `Remove ${grant.id}`, onclick: () => removeGrant(grant.id) }, "Remove");
+    if (!grant.valid) {
+      body.append(
+        el("tr", { class: "invalid" },
+          el("td", { class: "mono" }, grant.id),
+          el("td", { colspan: "6" }, `INVALID: ${grant.problem}`),
+          el("td", {}, remove)),
+      );
+      continue;
+    }
+    body.append(
+      el("tr", {},
+        el("td", { class: "mono" }, grant.id),
+        el("td", { class: "mono" }, grant.tool),
+        el("td", {}, grant.mode),
+        el("td", { class: "mono" }, grant.path || grant.host || "(any)"),
+        el("td", {}, labelBadges({ class: grant.class, untrusted: false })),
+        el("td", {}, grant.untrusted ? "yes" : "no"),
+        el("td", {}, grant.note || ""),
+        el("td", {}, remove)),
+    );
+  }
+  if (!grants.length) body.append(el("tr", {}, el("td", { colspan: "8", class: "quiet" }, "No grants: the agent may do nothing. Add one below.")));
+}
+
+async function add(event) {
+  event.preventDefault();
+  const form = event.target;
+  const data = new FormData(form);
+  const untrusted = data.get("untrusted");
+  const grant = {
+    id: data.get("id").trim(),
+    tool: data.get("tool"),
+    mode: data.get("mode"),
+    class: data.get("class"),
+    path: data.get("path").trim() || null,
+    host: data.get("host").trim() || null,
+    untrusted: untrusted === "" ? null : untrusted === "true",
+    note: data.get("note").trim() || null,
+  };
+  const problem = $("#grant-form-problem");
+  say(problem, "");
+  try {
+    const answer = await post("/api/grants", grant);
+    render(answer.grants);
+    form.reset();
+    say(problem, "");
+    form.querySelector("input").focus();
+  } catch (error) {
+    say(problem, `Not added: ${error.message.replace(/^not added: /, "")}`);
+  }
+}
+
+async function removeGrant(id) {
+  if (!window.confirm(`Remove the grant ${id}? brokerd stops using it at once.`)) return;
+  try {
+    const answer = await del(`/api/grants/${encodeURIComponent(id)}`);
+    render(answer.grants);
+    say($("#grants-problem"), "");
+  } catch (error) {
+    say($("#grants-problem"), error.message);
+  }
+}
+
+async function explain(event) {
+  event.preventDefault();
+  const data = new FormData(event.target);
+  const out = $("#explanation");
+  say(out, "Asking brokerd…");
+  try {
+    const answer = await post("/api/explain", {
+      session: data.get("session").trim(),
+      tool: data.get("tool").trim(),
+      arguments: data.get("arguments"),
+    });
+    const verdict = answer.verdict === "denied" ? `denied (${answer.reason})` : answer.verdict;
+    append(clear(out), [
+      el("p", {}, el("strong", {}, `brokerd would answer: ${verdict}`), answer.winner ? ` — grant ${answer.winner}` : "", " ", labelBadges(answer.label)),
+      el("ol", {}, answer.steps.map((step) => el("li", {}, step))),
+    ]);
+  } catch (error) {
+    say(out, error.message);
+  }
+}

@@ -1,0 +1,123 @@
+// The console page (SPEC §12): logging in with the link's token, the views, and the one live
+// stream every view listens to. The token is read from the address's fragment, taken out of
+// the address bar at once, and sent only in the body of POST /api/login.
+
+import { api, whenLoggedOut } from "./api.js";
+import { $, say } from "./dom.js";
+import * as approvals from "./approvals.js";
+import * as chat from "./chat.js";
+import * as grants from "./grants.js";
+import * as ledger from "./ledger.js";
+import * as memory from "./memory.js";
+import * as services from "./services.js";
+
+const VIEWS = { chat, approvals, ledger, grants, memory, services };
+const LIVE_EVERY_MS = { services: 2000 };
+let current = null;
+let stream = null;
+let poll = null;
+
+async function start() {
+  const token = takeToken();
+  if (token !== null) {
+    try {
+      await api("POST", "/api/login", { token });
+    } catch (error) {
+      showLogin(error.message);
+      return;
+    }
+  }
+  let loggedIn = true;
+  whenLoggedOut(() => {
+    loggedIn = false;
+    showLogin("Open the link that `bxctl console` prints on the box to log in.");
+  });
+  for (const view of Object.values(VIEWS)) view.init?.(countChanged);
+  await approvals.refresh(); // says its own problems; a 401 shows the login
+  if (!loggedIn) return;
+  window.addEventListener("hashchange", route);
+  document.addEventListener("visibilitychange", () => {
+    if (!document.hidden) refreshCurrent();
+  });
+  listen();
+  route();
+}
+
+function takeToken() {
+  const match = /^#token=([A-Za-z0-9_-]+)$/.exec(location.hash);
+  if (!match && !location.hash.startsWith("#token=")) return null;
+  // Out of the address bar (and its history entry) before anything else happens.
+  history.replaceState(null, "", `${location.pathname}#chat`);
+  return match ? match[1] : "";
+}
+
+function showLogin(problem) {
+  for (const section of document.querySelectorAll(".view")) section.hidden = true;
+  $("#login").hidden = false;
+  say($("#login-problem"), problem || "");
+  if (stream) stream.close();
+  document.title = "boxmaker";
+}
+
+function route() {
+  const [name, detail] = (location.hash.slice(1) || "chat").split("/");
+  const view = VIEWS[name] ? name : "chat";
+  const changed = view !== current;
+  current = view;
+  for (const [key] of Object.entries(VIEWS)) {
+    $(`#view-${key}`).hidden = key !== view;
+    const link = document.querySelector(`nav a[data-view="${key}"]`);
+    if (key === view) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
+  }
+  clearInterval(poll);
+  if (LIVE_EVERY_MS[view]) poll = setInterval(() => VIEWS[view].refresh(), LIVE_EVERY_MS[view]);
+  const ready = VIEWS[view].refresh();
+  if (view === "approvals" && detail) ready.then(() => approvals.focus(detail));
+  if (changed && document.activeElement?.closest("nav")) {
+    // A link followed from the keyboard: the view's heading is where reading goes on.
+    $("#main").focus({ preventScroll: true });
+  }
+}
+
+function refreshCurrent() {
+  if (current) VIEWS[current].refresh();
+  approvals.refresh();
+}
+
+function countChanged(count) {
+  document.title = count ? `(${count}) boxmaker` : "boxmaker";
+  const badge = $("#pending-count");
+  badge.hidden = count === 0;
+  badge.textContent = String(count);
+  badge.setAttribute("aria-label", `${count} pending`);
+}
+
+function listen() {
+  stream = new EventSource("/api/events");
+  const linkState = $("#link-state");
+  stream.addEventListener("hello", () => {
+    linkState.textContent = "live";
+    linkState.classList.remove("down");
+  });
+  stream.addEventListener("reset", () => {
+    linkState.textContent = "live";
+    linkState.classList.remove("down");
+    refreshCurrent();
+  });
+  stream.addEventListener("error", () => {
+    linkState.textContent = "reconnecting…";
+    linkState.classList.add("down");
+  });
+  stream.addEventListener("turn", (event) => chat.onTurn(JSON.parse(event.data)));
+  const pendingChanged = () => {
+    approvals.refresh();
+  };
+  stream.addEventListener("approval_requested", pendingChanged);
+  stream.addEventListener("approval_settled", pendingChanged);
+  stream.addEventListener("ledger", () => {
+    if (current === "ledger") ledger.refresh();
+  });
+}
+
+start();

@@ -1,0 +1,59 @@
+"""The console page's files (SPEC §12.2), read as text: agent and tool text is only ever
+inserted as text, nothing is loaded from another origin, the page is small, and the denial
+sentences it shows are bxcore's own."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from bxcore.deny import DenyReason, denial_clause
+from services.gatewayd.console.app import STATIC
+
+FILES = sorted(p for p in STATIC.rglob("*") if p.is_file())
+SCRIPTS = [p for p in FILES if p.suffix == ".js"]
+
+
+def _id(path: Path) -> str:
+    return str(path.relative_to(STATIC))
+
+
+def test_the_page_has_its_files() -> None:
+    names = {_id(p) for p in FILES}
+    assert {"index.html", "console.css", "js/main.js"} <= names
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=_id)
+def test_no_script_parses_text_as_html(script: Path) -> None:
+    source = script.read_text(encoding="utf-8")
+    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(",
+                 "new Function", "DOMParser", "createContextualFragment"):  # fmt: skip
+        assert sink not in source, f"{_id(script)} uses {sink}"
+
+
+@pytest.mark.parametrize("path", FILES, ids=_id)
+def test_nothing_is_loaded_from_another_origin(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert not re.search(r"(https?:)?//[a-z0-9.-]+\.[a-z]{2,}", text, re.I), _id(path)
+    assert "@import" not in text
+
+
+def test_the_first_load_is_small() -> None:
+    assert sum(p.stat().st_size for p in FILES) <= 150 * 1024
+
+
+def test_the_denial_sentences_are_bxcores() -> None:
+    source = (STATIC / "js" / "chat.js").read_text(encoding="utf-8")
+    block = source.split("export const DENIALS = {", 1)[1].split("};", 1)[0]
+    table = dict(re.findall(r'^\s+(\w+): "([^"]*)",$', block, re.M))
+    assert table == {reason.value: denial_clause(reason) for reason in DenyReason}
+
+
+def test_every_control_spec_names_is_on_the_page_or_made_by_its_scripts() -> None:
+    page = "\n".join(p.read_text(encoding="utf-8") for p in FILES)
+    for name in ("Send", "Stop", "New session", "Approve", "Approve for session", "Deny",
+                 "Verify", "Add grant", "Remove", "Explain", "Restart", "Message", "Chat",
+                 "Approvals", "Ledger", "Grants", "Memory", "Services"):  # fmt: skip
+        assert re.search(rf"[>\"]{re.escape(name)}[<\"]", page), name
