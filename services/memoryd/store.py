@@ -374,7 +374,9 @@ class Store:
         """For the owner (§12.2): the newest `limit` notes, or with `query` those that hold any
         of its words, best first; and how many notes there are in all."""
         expression = None if query is None else match_expression(query)
-        columns = "notes.id, session, call, text, class, untrusted, created"
+        columns = ", ".join(
+            f"notes.{c}" for c in ("id", "session", "call", "text", "class", "untrusted", "created")
+        )
         with self._operation("list the notes"), self._snapshot():
             (total,) = self._conn.execute("SELECT count(*) FROM notes").fetchone()
             if expression is None:

@@ -517,3 +517,17 @@ def test_the_repr_says_where_and_whether_it_is_open(path: Path) -> None:
     assert repr(opened) == f"Store({path}, open)"
     opened.close()
     assert repr(opened) == f"Store({path}, closed)"
+
+
+def test_the_owner_browses_the_newest_notes_and_searches_them(store: Store) -> None:
+    store.note("chat-1", "c1", "a1", "buy milk", PRIVATE, NOW)
+    store.note("chat-2", "c2", "a2", "the door code is 4711", SECRET_UNTRUSTED, NOW + 1)
+    store.note("chat-1", "c3", "a3", "buy eggs", PRIVATE, NOW + 2)
+    newest, total = store.browse(None, 2)
+    assert total == 3 and [n.text for n in newest] == ["buy eggs", "the door code is 4711"]
+    found, total = store.browse("door", 10)
+    assert total == 3
+    assert [(n.text, n.session, n.label) for n in found] == [
+        ("the door code is 4711", "chat-2", SECRET_UNTRUSTED)
+    ]
+    assert store.browse("nothing-like-it", 10)[0] == []
