@@ -62,6 +62,7 @@ async function loadSessions() {
     const data = await get("/api/sessions");
     state.sessions = data.sessions;
     renderSessions();
+    if (state.current) showLabel(); // a turn may have raised the chosen session's label
   } catch (error) {
     say($("#chat-problem"), error.message);
   }
@@ -135,11 +136,16 @@ export async function choose(session, { quiet = false } = {}) {
   }
   renderSessions();
   say($("#session-title"), session);
-  const info = state.sessions.find((s) => s.session === session);
-  append(clear($("#session-label")), info ? labelBadges(info.label) : []);
+  const info = showLabel();
   setBusy(Boolean(info && info.busy));
   const loading = (state.loading = loadHistory(session));
   await loading;
+}
+
+function showLabel() {
+  const info = state.sessions.find((s) => s.session === state.current);
+  append(clear($("#session-label")), info ? labelBadges(info.label) : []);
+  return info;
 }
 
 async function loadHistory(session) {
