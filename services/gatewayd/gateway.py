@@ -19,7 +19,7 @@ from anyio.abc import TaskGroup
 from bxcore import wire
 from bxcore.bounded import Bounded
 from bxcore.client import Client, ProtocolError, Unreachable
-from bxcore.ids import parent_of_sub
+from bxcore.ids import descends
 from bxcore.messages import (
     Accepted,
     ApprovalInfo,
@@ -358,16 +358,6 @@ class Gateway:
 def kept(answer: Accepted | Settled | Error) -> bool:
     """Whether a retry may get `answer` again: not when loopd or brokerd did not answer."""
     return not (isinstance(answer, Error) and answer.code is ErrorCode.UNAVAILABLE)
-
-
-def descends(session: str, ancestor: str) -> bool:
-    """True when `session` is `ancestor` or one of its sub-agents, `sub-<parent>-<n>` (§10.5)."""
-    while session != ancestor:
-        parent = parent_of_sub(session)
-        if parent is None:
-            return False
-        session = parent
-    return True
 
 
 def _rid() -> str:
