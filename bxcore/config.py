@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from bxcore.config_keys import KEYS, SECTIONS, Key, Kind, default, show, show_name
+from bxcore.config_mcp import EXAMPLE, MCP_KEYS, EntryError, McpServer, parse_mcp_entries
 from bxcore.home import SOCKETS, Home
 
 MAX_CONFIG_BYTES = 1 << 20
@@ -108,6 +109,7 @@ class Config:
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     console: ConsoleConfig = field(default_factory=ConsoleConfig)
     sockets: SocketsConfig = field(default_factory=SocketsConfig)
+    mcp: tuple[McpServer, ...] = ()  # the [[mcp]] entries (§18.1), in the file's order
 
 
 SECTION_CLASSES: Mapping[str, type[Any]] = MappingProxyType(
@@ -143,6 +145,9 @@ def parse_config(text: bytes, source: str = "config.toml") -> Config:
     sections: dict[str, Any] = {}
     for section, body in document.items():
         where = f"{source}: [{show_name(section)}]"
+        if section == "mcp":
+            sections["mcp"] = _mcp(body, source)
+            continue
         if section not in SECTIONS:
             raise ConfigError(f"{where}: unknown section")
         if not isinstance(body, dict):
@@ -157,6 +162,16 @@ def parse_config(text: bytes, source: str = "config.toml") -> Config:
     config = Config(**sections)
     _check_together(config, source)
     return config
+
+
+def _mcp(body: Any, source: str) -> tuple[McpServer, ...]:
+    def check(key: Key, value: Any, where: str) -> Any:
+        return _value(key, value, f"{source}: {where}")
+
+    try:
+        return parse_mcp_entries(body, check)
+    except EntryError as error:
+        raise ConfigError(f"{source}: {error}") from None
 
 
 def _toml(text: bytes, source: str) -> dict[str, Any]:
@@ -281,7 +296,14 @@ def render_config(commented: bool = True) -> str:
                 setting = f"{show_name(key.name)} = {toml_value(key.default)}"
                 lines += ["", *_wrap(key.help)]
                 lines += [(lead + line).rstrip() for line in setting.split("\n")]
+    lines += ["", *_wrap(_MCP_ABOUT), "#", EXAMPLE]  # always commented: there is no default
     return "\n".join(lines) + "\n"
+
+
+_MCP_ABOUT = (
+    "MCP servers (SPEC §18): one [[mcp]] entry each; their tools are offered to the model "
+    "only once the owner trusts them (`bxctl mcp trust NAME`). See docs/mcp.md."
+)
 
 
 def _wrap(help_: str) -> list[str]:
@@ -311,6 +333,20 @@ def config_reference_markdown() -> str:
         value = key.default
         shown = "(below)" if isinstance(value, str) and "\n" in value else f"`{toml_value(value)}`"
         cells = [f"`[{key.section}] {key.name}`", shown, key.check.allowed, key.help]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    lines += [
+        "",
+        "## `[[mcp]]` entries",
+        "",
+        "Each MCP server is one `[[mcp]]` table (SPEC §18.1, docs/mcp.md); there are none by",
+        'default. A problem names the entry (`[[mcp]] "git" paths: ...`).',
+        "",
+        "| key | default | values | what it does |",
+        "|---|---|---|---|",
+    ]
+    for key in MCP_KEYS:
+        shown = "(required)" if key.default is None else f"`{toml_value(key.default)}`"
+        cells = [f"`{key.name}`", shown, key.check.allowed, key.help]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     for key in KEYS:
         if isinstance(key.default, str) and "\n" in key.default:
