@@ -41,6 +41,7 @@ from bxcore.tools import ToolName
 from services.brokerd.calls import CallBook
 from services.brokerd.commit import Committer
 from services.brokerd.core import policy, records
+from services.brokerd.core.args import ToolArgs
 from services.brokerd.core.call import (
     AUDIT_UNAVAILABLE,
     Ask,
@@ -185,4 +186,5 @@ async def _preview_of(judged: Decided | Unlabelled) -> str | None:
     decision = judged.decision
     if not isinstance(decision, policy.Ask) or decision.args.tool != ToolName.WRITE_FILE:
         return None
+    assert isinstance(decision.args, ToolArgs)  # write_file is a built-in tool
     return await preview(decision.args)

@@ -1,4 +1,4 @@
-"""Grant files (SPEC §5.1): one TOML file a grant in `{home}/grants/`, parsed strictly.
+"""Grant files (SPEC §5.1, §18.5): one TOML file a grant in `{home}/grants/`, parsed strictly.
 
 `parse_grant` is pure: a file's id and bytes in, a `Grant` or an `InvalidGrant` (with why, in
 one line) out. An invalid grant never matches anything. Reading the folder is the shell's
@@ -8,19 +8,26 @@ one line) out. An invalid grant never matches anything. Reading the folder is th
 from __future__ import annotations
 
 import enum
+import fnmatch
 import hashlib
+import math
 import re
 import tomllib
 from dataclasses import dataclass
 from typing import Any
 
+from bxcore import mcp_tools
 from bxcore.labels import DataClass
 from bxcore.tools import BROKERED, Match
 from services.brokerd.core.args import inside, valid_host_pattern, valid_path
 
 MAX_GRANT_BYTES = 64 * 1024
 _ID = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
-_KEYS = ("tool", "mode", "path", "host", "class", "untrusted", "note")
+_KEYS = ("tool", "mode", "path", "host", "class", "untrusted", "note", "kind", "match")
+_MCP_ONLY = ("kind", "match")
+GLOB = "glob:"
+MAX_MATCH_KEYS = 32
+MAX_MATCH_VALUES = 64
 #: Every sandbox has a /proc and a /dev of its own (brokerd keeps its own things there).
 SANDBOX_OWN = ("/proc", "/dev")
 
@@ -29,6 +36,26 @@ class Mode(enum.StrEnum):
     ALLOW = "allow"
     ASK = "ask"
     DENY = "deny"
+
+
+class McpKind(enum.StrEnum):
+    """What an MCP tool does, as the owner says (§18.5); the server's hints are never trusted."""
+
+    SOURCE = "source"  # reads: its result raises the session
+    SINK = "sink"  # writes or sends: the flow check and, when untrusted, the owner
+    BOTH = "both"
+
+    @property
+    def sink(self) -> bool:
+        return self is not McpKind.SOURCE
+
+    @property
+    def source(self) -> bool:
+        return self is not McpKind.SINK
+
+
+#: One allowed value of a `[match]` key: an exact JSON string or number, or `glob:` pattern.
+MatchValue = str | int | float
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,10 +69,52 @@ class Grant:
     untrusted: bool
     note: str
     sha256: str
+    kind: McpKind | None = None  # MCP grants only (§18.5)
+    match: tuple[tuple[str, tuple[MatchValue, ...]], ...] = ()  # argument → allowed values
 
     def __repr__(self) -> str:
         scope = self.path or self.host or "*"
         return f"Grant({self.id}: {self.mode} {self.tool} {scope}, {self.class_})"
+
+    @property
+    def mcp(self) -> bool:
+        return self.kind is not None
+
+    @property
+    def server_wide(self) -> bool:
+        """`mcp__<server>__*`: every tool of one server."""
+        return self.mcp and self.tool.endswith("__*")
+
+    def covers(self, tool: str) -> bool:
+        """Whether this grant names `tool`: exactly, or, server-wide, any tool of its server."""
+        if self.server_wide:
+            return tool.startswith(self.tool[:-1]) and mcp_tools.split_name(tool) is not None
+        return self.tool == tool
+
+    def holds(self, arguments: Any) -> bool:
+        """Every `[match]` key holds for the call's arguments (a JSON object, §18.5)."""
+        if not self.match:
+            return True
+        if not isinstance(arguments, dict):
+            return False
+        return all(
+            key in arguments and any(_allows(v, arguments[key]) for v in values)
+            for key, values in self.match
+        )
+
+
+def _allows(allowed: MatchValue, value: Any) -> bool:
+    """An exact string or number (a boolean is neither: JSON `true` is not `1`), or a glob
+    pattern for a string. `fnmatchcase`: no case folding, `*` crosses `/` (said in docs)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(allowed, str):
+        if not isinstance(value, str):
+            return False
+        if allowed.startswith(GLOB):
+            return fnmatch.fnmatchcase(value, allowed[len(GLOB) :])
+        return value == allowed
+    return isinstance(value, int | float) and value == allowed
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,12 +165,21 @@ def _parse(grant_id: str, data: bytes, sha256: str) -> Grant:
         if key not in _KEYS:
             raise _Invalid(f"unknown key {key!r} (known: {', '.join(_KEYS)})")
     tool = _text(table, "tool", required=True)
-    spec = BROKERED.get(tool)
-    if spec is None:
-        raise _Invalid(f"tool: {tool!r} is not one of {', '.join(BROKERED)}")
+    is_mcp = _mcp_tool(tool)
+    if not is_mcp and tool not in BROKERED:
+        raise _Invalid(
+            f"tool: {tool!r} is not one of {', '.join(BROKERED)}, mcp__SERVER__TOOL "
+            "or mcp__SERVER__*"
+        )
     mode_text = _text(table, "mode", required=True)
     if mode_text not in Mode.__members__.values():
         raise _Invalid(f'mode: expected "allow", "ask" or "deny", got {mode_text!r}')
+    if is_mcp:
+        return _parse_mcp(grant_id, table, tool, Mode(mode_text), sha256)
+    spec = BROKERED[tool]
+    for key in _MCP_ONLY:
+        if key in table:
+            raise _Invalid(f"{key}: only a grant of an MCP tool takes {key}")
     path = _text(table, "path")
     host = _text(table, "host")
     wanted = spec.grant_key
@@ -123,16 +201,70 @@ def _parse(grant_id: str, data: bytes, sha256: str) -> Grant:
             raise _Invalid(f"host: missing; a {tool} grant names a host like en.wikipedia.org")
         if not valid_host_pattern(host):
             raise _Invalid(f"host: {host!r} is not a host name or a *.base pattern")
+    class_, untrusted, note = _common(table, untrusted_default=spec.match is Match.HOST)
+    return Grant(grant_id, tool, Mode(mode_text), path, host, class_, untrusted, note, sha256)
+
+
+def _common(table: dict[str, Any], *, untrusted_default: bool) -> tuple[DataClass, bool, str]:
+    """`class`, `untrusted` and `note`, which every grant takes."""
     class_text = _text(table, "class") or DataClass.PRIVATE.value
     if class_text not in DataClass.__members__.values():
         raise _Invalid(f'class: expected "public", "private" or "secret", got {class_text!r}')
-    untrusted = table.get("untrusted", spec.match is Match.HOST)
+    untrusted = table.get("untrusted", untrusted_default)
     if type(untrusted) is not bool:
         raise _Invalid(f"untrusted: expected true or false, got {_shown(untrusted)}")
-    note = _text(table, "note") or ""
-    return Grant(
-        grant_id, tool, Mode(mode_text), path, host, DataClass(class_text), untrusted, note, sha256
+    return DataClass(class_text), untrusted, _text(table, "note") or ""
+
+
+def _mcp_tool(tool: str) -> bool:
+    """`mcp__<server>__<tool>` as the model sees it, or `mcp__<server>__*` (§18.5)."""
+    if not tool.startswith(mcp_tools.PREFIX):
+        return False
+    if tool.endswith("__*"):
+        server = tool[len(mcp_tools.PREFIX) : -len("__*")]
+        return mcp_tools.model_name(server, "x") is not None and "_" not in server and bool(server)
+    return (
+        mcp_tools.split_name(tool) is not None and mcp_tools.MODEL_NAME.fullmatch(tool) is not None
     )
+
+
+def _parse_mcp(grant_id: str, table: dict[str, Any], tool: str, mode: Mode, sha256: str) -> Grant:
+    for key in ("path", "host"):
+        if key in table:
+            raise _Invalid(f"{key}: an MCP grant takes no {key}; its server's [[mcp]] entry does")
+    kind_text = _text(table, "kind") or McpKind.BOTH.value
+    if kind_text not in McpKind.__members__.values():
+        raise _Invalid(f'kind: expected "source", "sink" or "both", got {kind_text!r}')
+    match = _match(table.get("match", {}))
+    class_, untrusted, note = _common(table, untrusted_default=True)
+    return Grant(
+        grant_id, tool, mode, None, None, class_, untrusted, note, sha256, McpKind(kind_text), match
+    )
+
+
+def _match(table: Any) -> tuple[tuple[str, tuple[MatchValue, ...]], ...]:
+    """`[match]`: argument name → a value or an array of values (§18.5)."""
+    if not isinstance(table, dict):
+        raise _Invalid(f"match: expected a table of argument = value(s), got {_shown(table)}")
+    if len(table) > MAX_MATCH_KEYS:
+        raise _Invalid(f"match: more than {MAX_MATCH_KEYS} keys")
+    out: list[tuple[str, tuple[MatchValue, ...]]] = []
+    for key, given in sorted(table.items()):
+        values = given if isinstance(given, list) else [given]
+        if not values or len(values) > MAX_MATCH_VALUES:
+            raise _Invalid(f"match.{key}: expected 1 to {MAX_MATCH_VALUES} values")
+        for value in values:
+            if isinstance(value, bool) or not isinstance(value, str | int | float):
+                raise _Invalid(
+                    f"match.{key}: expected a string, a number or a glob: pattern, "
+                    f"got {_shown(value)}"
+                )
+            if isinstance(value, float) and not math.isfinite(value):
+                raise _Invalid(f"match.{key}: {_shown(value)} is not a JSON number")
+            if isinstance(value, str) and value == GLOB:
+                raise _Invalid(f"match.{key}: an empty glob: pattern")
+        out.append((key, tuple(values)))
+    return tuple(out)
 
 
 def _text(table: dict[str, Any], key: str, *, required: bool = False) -> Any:

@@ -1,4 +1,6 @@
-"""The decision (SPEC §5.2–5.5): a session's label, a call and the grants in; a verdict out.
+"""The decision (SPEC §5.2–5.5, §18.5): a session's label, a call and the grants in; a verdict
+out. An MCP tool (`mcp__<server>__<tool>`) is decided by the same steps, against its pinned
+definition in the `Catalog` the caller gives.
 
 `decide` walks the steps of §5.2 in order and `redecide` runs them again when the owner
 approves (a denial then still wins). Each step can be written to a `trace`, which is what
@@ -10,20 +12,23 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from bxcore import mcp_tools
 from bxcore.deny import DenyReason
 from bxcore.labels import CLEAN, DataClass, Label
 from bxcore.messages import AskWhy
 from bxcore.tools import BROKERED, Match, Result
 from services.brokerd.core import args as argsmod
+from services.brokerd.core import mcp_args
 from services.brokerd.core.args import ArgsError, ToolArgs, host_matches, inside
 from services.brokerd.core.grants import Grant, Mode
+from services.brokerd.core.mcp_args import McpArgs
 from services.brokerd.core.view import NO_PLACES, NO_VIEW, OwnPlaces, View, exposure_label, plan
 
 
 @dataclass(frozen=True, slots=True)
 class Allowed:
     winner: Grant
-    args: ToolArgs
+    args: ToolArgs | McpArgs
     label: Label | None  # what the result carries; None when the runner reports it
     view: View = NO_VIEW  # what the sandbox shows of the winner's path (`view.plan`)
 
@@ -31,7 +36,7 @@ class Allowed:
 @dataclass(frozen=True, slots=True)
 class Ask:
     winner: Grant
-    args: ToolArgs
+    args: ToolArgs | McpArgs
     why: AskWhy
 
 
@@ -40,7 +45,7 @@ class Denied:
     reason: DenyReason
     detail: str | None = None  # for invalid_arguments only (§4.3)
     grant: Grant | None = None  # the grant that decided it, where one did
-    args: ToolArgs | None = None
+    args: ToolArgs | McpArgs | None = None
 
 
 Decision = Allowed | Ask | Denied
@@ -61,7 +66,10 @@ def _matches(grant: Grant, args: ToolArgs, match: Match) -> bool:
 
 
 def specificity(grant: Grant) -> tuple[int, int]:
-    """Bigger is more specific (§5.3): path components; for hosts, exact, then a longer base."""
+    """Bigger is more specific (§5.3): path components; for hosts, exact, then a longer base;
+    for MCP tools (§18.5), an exact name beats `*`, then more `[match]` keys beat fewer."""
+    if grant.mcp:
+        return (0 if grant.server_wide else 1, len(grant.match))
     if grant.path is not None:
         return (0, 0 if grant.path == "/" else grant.path.count("/"))
     if grant.host is not None:
@@ -96,15 +104,18 @@ def decide(
     grants: Sequence[Grant],
     trace: list[str] | None = None,
     own: OwnPlaces = NO_PLACES,
+    mcp: mcp_tools.Catalog = mcp_tools.NO_TOOLS,
 ) -> Decision:
     """What brokerd does with this call from a session holding `label` (§5.2). No target in
     `own` (boxmaker's home, run folder and installation, but the workspace) is ever
-    reached, whatever the grants say."""
+    reached, whatever the grants say. MCP tools are those of `mcp` (§18.5)."""
 
     def note(words: Callable[[], str]) -> None:  # put into words only for `explain`
         if trace is not None:
             trace.append(words())
 
+    if mcp_tools.split_name(tool) is not None:
+        return _decide_mcp(label, tool, arguments, grants, mcp, note)
     spec = BROKERED.get(tool)
     if spec is None:  # 1
         note(lambda: f"{tool!r} is not a tool")
@@ -157,6 +168,76 @@ def decide(
     return allowed
 
 
+def _decide_mcp(
+    label: Label,
+    tool: str,
+    arguments: str,
+    grants: Sequence[Grant],
+    mcp: mcp_tools.Catalog,
+    note: Callable[[Callable[[], str]], None],
+) -> Decision:
+    """§5.2's steps for an MCP tool (§18.5): matching by name and `[match]`, the flow and
+    untrusted checks for sinks, the grant's label for what a source returns."""
+    if tool in mcp.changed:  # 1: a rug pull, or a tool the owner never saw
+        note(lambda: f"{tool!r}: {mcp_tools.CHANGED}")
+        return Denied(DenyReason.UNKNOWN_TOOL, detail=mcp_tools.CHANGED)
+    pinned = mcp.tools.get(tool)
+    if pinned is None:
+        note(lambda: f"{tool!r} is not a tool the owner trusted")
+        return Denied(DenyReason.UNKNOWN_TOOL)
+    try:  # 2
+        args = mcp_args.parse(pinned, tool, arguments)
+    except ArgsError as error:
+        detail = error.detail()
+        note(lambda: f"the arguments are not valid: {detail}")
+        return Denied(DenyReason.INVALID_ARGUMENTS, detail=detail)
+    note(lambda: f"arguments: {args.canonical_json()}")
+    value = args.value
+    matching = sorted((g for g in grants if g.covers(tool) and g.holds(value)), key=_rank)
+    if not matching:  # 3
+        note(lambda: f"no grant of {tool} matches (by name and [match])")
+        return Denied(DenyReason.NO_GRANT, args=args)
+    note(lambda: "matching grants: " + ", ".join(f"{g.id} ({g.mode})" for g in matching))
+    denies = [g for g in matching if g.mode is Mode.DENY]
+    if denies:  # 4
+        note(lambda: f"{denies[0].id} denies it, and a deny always wins")
+        return Denied(DenyReason.DENIED_BY_GRANT, grant=denies[0], args=args)
+    winner = matching[0]  # 5
+    kind = winner.kind
+    assert kind is not None
+    note(lambda: f"winner: {winner.id} ({winner.mode}, class {winner.class_}, kind {kind})")
+    if kind.sink and not label.class_.at_most(winner.class_):  # 6
+        note(
+            lambda: (
+                f"flow: the session holds {label.class_} data, which may not go to "
+                f"{winner.id}'s {winner.class_} sink"
+            )
+        )
+        return Denied(DenyReason.FLOW_VIOLATION, grant=winner, args=args)
+    if kind.sink:
+        note(lambda: f"flow: {label.class_} data may go to a {winner.class_} sink")
+    if kind.sink and label.untrusted:  # 7
+        note(lambda: "the session holds untrusted content, so the owner must approve this call")
+        return Ask(winner, args, AskWhy.UNTRUSTED)
+    if winner.mode is Mode.ASK:  # 8
+        note(lambda: f"{winner.id} asks the owner")
+        return Ask(winner, args, AskWhy.GRANT_ASKS)
+    note(lambda: f"{winner.id} allows it")
+    return _allowed_mcp(winner, args)
+
+
+def mcp_result_label(winner: Grant) -> Label:
+    """What an MCP tool's result carries (§18.5): a source's, the grant's class and untrusted
+    flag; a pure sink reads nothing."""
+    if winner.kind is not None and winner.kind.source:
+        return Label(winner.class_, winner.untrusted)
+    return CLEAN
+
+
+def _allowed_mcp(winner: Grant, args: McpArgs) -> Allowed:
+    return Allowed(winner, args, mcp_result_label(winner))
+
+
 def _target(args: ToolArgs, match: Match) -> str | None:
     """The path a call reaches: a file's, or a shell's working folder (§5.3)."""
     if match is Match.PATH:
@@ -166,7 +247,11 @@ def _target(args: ToolArgs, match: Match) -> str | None:
     return None
 
 
-def _allowed(winner: Grant, args: ToolArgs, grants: Sequence[Grant], own: OwnPlaces) -> Allowed:
+def _allowed(
+    winner: Grant, args: ToolArgs | McpArgs, grants: Sequence[Grant], own: OwnPlaces
+) -> Allowed:
+    if isinstance(args, McpArgs):
+        return _allowed_mcp(winner, args)
     spec = BROKERED[args.tool]
     label = result_label(winner, spec.result, grants)
     return Allowed(winner, args, label, plan(winner, grants, own))
@@ -178,9 +263,10 @@ def redecide(
     arguments: str,
     grants: Sequence[Grant],
     own: OwnPlaces = NO_PLACES,
+    mcp: mcp_tools.Catalog = mcp_tools.NO_TOOLS,
 ) -> Allowed | Denied:
     """After the owner approved: the same steps again; a denial wins, anything else runs."""
-    decision = decide(label, tool, arguments, grants, own=own)
+    decision = decide(label, tool, arguments, grants, own=own, mcp=mcp)
     return approved(decision, grants, own) if isinstance(decision, Ask) else decision
 
 

@@ -1,0 +1,144 @@
+"""An MCP call's arguments (SPEC §18.5): the model's string checked against the tool's pinned
+`inputSchema` (JSON Schema draft 2020-12, by `jsonschema`), giving `McpArgs` or `ArgsError`.
+
+Every `$ref` that is not inside the schema itself is refused: nothing is ever fetched. The
+model's text is hostile (§4): strict JSON, at most 2 MiB, an object. Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+import referencing
+import referencing.exceptions
+from jsonschema.exceptions import SchemaError, ValidationError, best_match
+
+from bxcore.mcp_tools import ToolDef, canonical
+from services.brokerd.core.args import MAX_ARGUMENTS, ArgsError
+
+
+@dataclass(frozen=True, slots=True)
+class McpArgs:
+    """A checked MCP call: the tool's model name and its arguments as one canonical JSON text
+    (sorted keys, compact), which is what the ledger keeps and what the server is sent.
+
+    It answers `ToolArgs`'s questions about paths and hosts with None: what an MCP server
+    reaches is its `[[mcp]]` entry's, never the model's to name."""
+
+    tool: str
+    text: str
+
+    def canonical_json(self) -> str:
+        return self.text
+
+    @property
+    def value(self) -> dict[str, Any]:
+        loaded: dict[str, Any] = json.loads(self.text)
+        return loaded
+
+    path = property(lambda self: None)
+    cwd = property(lambda self: None)
+    url = property(lambda self: None)
+    host = property(lambda self: None)
+
+
+def _refuse_remote(uri: str) -> referencing.Resource[Any]:
+    # attrs classes: mypy without the attrs plugin does not see their fields
+    raise referencing.exceptions.NoSuchResource(ref=uri)  # type: ignore[call-arg]
+
+
+_REGISTRY: referencing.Registry[Any] = referencing.Registry(retrieve=_refuse_remote)  # type: ignore[call-arg]
+
+
+@functools.lru_cache(maxsize=256)
+def _validator(schema_json: str) -> jsonschema.Draft202012Validator:
+    schema = json.loads(schema_json)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema, registry=_REGISTRY)
+
+
+def check_schema(tool: ToolDef) -> str | None:
+    """Why the tool's inputSchema cannot be used (None: it can): shown when it is listed."""
+    try:
+        _validator(canonical(tool.input_schema))
+    except SchemaError as error:
+        return f"the inputSchema is not a valid JSON Schema: {error.message}"
+    return None
+
+
+def parse(tool: ToolDef, name: str, arguments: str) -> McpArgs:
+    """The model's `arguments` for the pinned `tool` (offered as `name`); `ArgsError` only."""
+    if len(arguments) > MAX_ARGUMENTS or len(arguments.encode("utf-8", "replace")) > MAX_ARGUMENTS:
+        raise ArgsError.shape(f"the arguments are larger than {MAX_ARGUMENTS} bytes")
+    value = _load(arguments)
+    if not isinstance(value, dict):
+        raise ArgsError.shape(f"invalid type: {_kind(value)}, expected an object")
+    try:
+        validator = _validator(canonical(tool.input_schema))
+        error = best_match(validator.iter_errors(value))
+    except SchemaError as bad:
+        raise ArgsError.shape(f"the tool's inputSchema is not valid: {bad.message}") from None
+    except referencing.exceptions.Unresolvable as ref:
+        raise ArgsError.shape(f"the tool's inputSchema refers outside itself: {ref}") from None
+    except RecursionError:
+        raise ArgsError.shape("the arguments are nested too deeply") from None
+    if error is not None:
+        raise ArgsError.shape(_said(error))
+    return McpArgs(name, canonical(value))
+
+
+def _said(error: ValidationError) -> str:
+    where = "/".join(str(part) for part in error.absolute_path)
+    return f"{where}: {error.message}" if where else error.message
+
+
+def _load(text: str) -> Any:
+    try:
+        return json.loads(text, object_pairs_hook=_no_twice, parse_constant=_no_constant)
+    except _Refused as refused:
+        raise ArgsError.shape(str(refused)) from None
+    except ValueError as error:  # JSONDecodeError, and a lone surrogate's UnicodeError
+        raise ArgsError.shape(str(error)) from None
+    except RecursionError:
+        raise ArgsError.shape("the arguments are nested too deeply") from None
+
+
+class _Refused(Exception):
+    pass
+
+
+def _no_twice(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Refused(f"duplicate field `{key}`")
+        out[key] = value
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise _Refused(f"{name} is not a JSON value")
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def arguments_of(found: Mapping[str, Any]) -> str:
+    """An argument object as the ledger and the server get it."""
+    return canonical(dict(found))
