@@ -126,6 +126,9 @@ MCP_KEYS: tuple[Key, ...] = (
         "session; false: one process shared by all."),
     Key("mcp", "idle_s", Kind.NUMBER, 300.0, seconds(0, 86_400.0),
         "A server process unused this many seconds is stopped."),
+    Key("mcp", "timeout_s", Kind.NUMBER, 60.0, seconds(0, 86_400.0),
+        "Seconds one call may take; a server that takes longer is stopped and the call is "
+        "answered error."),
 )  # fmt: skip
 _BY_NAME = {key.name: key for key in MCP_KEYS}
 
@@ -142,6 +145,7 @@ class McpServer:
     hosts: tuple[str, ...] = ()
     per_session: bool = True
     idle_s: float = 300.0
+    timeout_s: float = 60.0
 
 
 class EntryError(Exception):

@@ -150,6 +150,18 @@ class Home:
     def logs(self) -> Path:
         return self.root / "logs"
 
+    @property
+    def mcp(self) -> Path:
+        """`{home}/mcp/`: the owner's pins, one file a server (SPEC §18.3)."""
+        return self.root / "mcp"
+
+    def mcp_pins(self, server: str) -> Path:
+        return self.mcp / f"{_name('server', server)}.pins.json"
+
+    def mcp_log(self, server: str) -> Path:
+        """A server's standard error (§18.2)."""
+        return self.logs / f"mcp-{_name('server', server)}.log"
+
     def log(self, service: str) -> Path:
         return self.logs / f"{_name('service', service)}.log"
 

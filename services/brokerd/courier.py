@@ -30,8 +30,10 @@ from bxcore.tools import BROKERED, Mount, Runner
 from services.brokerd import child, sandbox
 from services.brokerd.cgroup import Cgroups, Slot
 from services.brokerd.child import Finished, Hold
+from services.brokerd.core.mcp_args import McpArgs
 from services.brokerd.core.policy import Allowed
 from services.brokerd.fetch_proxy import OneTunnel
+from services.brokerd.mcp_runner import McpRunner
 from services.brokerd.sandbox import Call, Host, Unconfinable
 
 log = logging.getLogger(__name__)
@@ -78,8 +80,10 @@ class Courier:
         memory: Callable[[], Client],
         run_dir: Path,
         cgroups: Cgroups | None = None,
+        mcp: McpRunner | None = None,
     ) -> None:
         self.config = config
+        self.mcp = mcp  # the MCP servers (§18.2), when config.toml names any
         self.host = host
         self._memory = memory
         self._run_dir = run_dir
@@ -94,10 +98,22 @@ class Courier:
         return self.config.mode == "bwrap"
 
     async def run(self, session: str, call: str, allowed: Allowed) -> Result:
+        if isinstance(allowed.args, McpArgs):
+            return await self._mcp(session, allowed)
         spec = BROKERED[allowed.args.tool]
         if spec.runner is Runner.MEMORYD:
             return await self._remember(session, call, allowed)
         return await self._confine(allowed)
+
+    async def _mcp(self, session: str, allowed: Allowed) -> Result:
+        """An MCP tool: its server's process for the session runs it (§18.2, §18.6)."""
+        if self.mcp is None:
+            return Result.failed("there are no MCP servers now")
+        timeout = self.mcp.timeout_of(allowed)
+        found = await self.mcp.call(session, allowed, timeout)
+        if found.error is not None:
+            return Result.failed(found.error, found.ms, started=found.started)
+        return Result(found.ok, found.output, None, 0 if found.ok else 1, found.ms, None, True)
 
     async def _remember(self, session: str, call: str, allowed: Allowed) -> Result:
         request = ToolRequest(

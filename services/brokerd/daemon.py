@@ -47,6 +47,7 @@ from services.brokerd.driver import Driver
 from services.brokerd.grants_folder import GrantsFolder
 from services.brokerd.judge import Judge
 from services.brokerd.ledger import Ledger, LedgerState, LedgerUnavailable
+from services.brokerd.mcp_runner import McpRunner
 from services.brokerd.own import own_places
 from services.brokerd.sandbox import Host
 from services.brokerd.state import StateStore
@@ -224,11 +225,12 @@ async def serve(ctx: Context) -> None:
     def memoryd() -> Client:
         return Client(ctx.zmq, memory, name="memoryd", timeout=5.0, tries=2)
 
-    courier = Courier(config.sandbox, host, memoryd, home.run_dir, cgroups)
+    mcp = McpRunner(config.mcp, host, home, sandboxed=config.sandbox.mode == "bwrap")
+    courier = Courier(config.sandbox, host, memoryd, home.run_dir, cgroups, mcp)
     # The shared pieces first, then the handlers that use them: none reaches into another.
     labels = StateStore(home.state_broker)
     book = CallBook(ledger, config.broker.results_kept)
-    judge = Judge(labels, GrantsFolder(home.grants), own_places(home, config))
+    judge = Judge(labels, GrantsFolder(home.grants), own_places(home, config), mcp.catalog)
     driver = Driver(committer, courier, labels, book)
     desk = Desk(
         book=book,
@@ -280,6 +282,8 @@ async def serve(ctx: Context) -> None:
             )
             tasks.start_soon(desk.run)
             tasks.start_soon(keep_persisting, ledger)
+            if config.mcp:
+                await tasks.start(mcp.serve, report)
             witness(ledger.head)
     finally:
         with anyio.CancelScope(shield=True):

@@ -5,6 +5,9 @@ as they are now (`GrantsFolder`) and boxmaker's own places; and `policy.decide` 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from bxcore import mcp_tools
 from bxcore.labels import Label
 from services.brokerd.core import policy
 from services.brokerd.core.view import NO_PLACES, OwnPlaces
@@ -14,11 +17,16 @@ from services.brokerd.state import StateStore
 
 class Judge:
     def __init__(
-        self, labels: StateStore, grants: GrantsFolder, own: OwnPlaces = NO_PLACES
+        self,
+        labels: StateStore,
+        grants: GrantsFolder,
+        own: OwnPlaces = NO_PLACES,
+        mcp: Callable[[], mcp_tools.Catalog] = lambda: mcp_tools.NO_TOOLS,
     ) -> None:
         self.labels = labels
         self.grants = grants
         self.own = own  # boxmaker's own places: never a tool's, whatever the grants say
+        self.mcp = mcp  # the MCP tools as they are now (§18.3)
 
     def __repr__(self) -> str:
         return f"Judge({self.labels!r}, {self.grants!r})"
@@ -28,13 +36,13 @@ class Judge:
         be read."""
         label = self.labels.read(session)
         grants = self.grants.current().valid
-        return label, policy.decide(label, tool, arguments, grants, own=self.own)
+        return label, policy.decide(label, tool, arguments, grants, own=self.own, mcp=self.mcp())
 
     def redecide(self, session: str, tool: str, arguments: str) -> policy.Decision:
         """An approved call decided again now (§9.2); `StateError` as `decide`."""
         label = self.labels.read(session)
         grants = self.grants.current().valid
-        return policy.redecide(label, tool, arguments, grants, self.own)
+        return policy.redecide(label, tool, arguments, grants, self.own, self.mcp())
 
     def approved(self, ask: policy.Ask) -> policy.Allowed:
         """What a call the owner approved for its whole session runs as (§9.2)."""
@@ -46,4 +54,4 @@ class Judge:
         if grants.invalid:
             names = ", ".join(g.id for g in grants.invalid)
             trace.append(f"invalid grants, never matching: {names}")
-        return policy.decide(label, tool, arguments, grants.valid, trace, self.own)
+        return policy.decide(label, tool, arguments, grants.valid, trace, self.own, self.mcp())

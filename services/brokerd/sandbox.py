@@ -198,7 +198,7 @@ def command(host: Host, call: Call) -> list[str]:
     argv += ["--die-with-parent", "--new-session", "--clearenv"]
     if call.seccomp_fd >= 0:
         argv += ["--seccomp", str(call.seccomp_fd)]
-    argv += _mounts(binds)
+    argv += mounts(binds)
     # Once every mount is made, nothing of the sandbox's own is writable but /tmp and
     # /dev/shm (bounded); `/` stays writable only when it is the grant itself.
     if grant != "/":
@@ -226,7 +226,7 @@ def command(host: Host, call: Call) -> list[str]:
 HOST_BINDS = frozenset({"--ro-bind", "--bind", "--ro-bind-fd", "--bind-fd", "--ro-bind-try"})
 
 
-def _mounts(binds: list[tuple[str, list[str]]]) -> list[str]:
+def mounts(binds: list[tuple[str, list[str]]]) -> list[str]:
     """The mounts in order, each preceded by the folders bwrap must make for it in its own
     file systems, made 0755: bwrap 0.8 makes them 0700, which a tool user other than the
     one that set the sandbox up could not pass through. A folder inside a host bind is the

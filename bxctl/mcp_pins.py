@@ -1,0 +1,122 @@
+"""The owner's side of pinning (SPEC §18.3): what brokerd last listed of a server
+(`{home}/run/mcp-<name>.json`), shown whole with every hidden character made visible and
+flagged, and the pins file `bxctl mcp trust` writes. No socket: the files are the owner's.
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from bxcore.atomic import write_atomically
+from bxcore.home import Home
+from bxcore.mcp_tools import (
+    Comparison,
+    DefinitionError,
+    Pins,
+    ToolDef,
+    compare,
+    parse_pins,
+    render_pins,
+    tool_def,
+)
+from bxcore.visible import HIDDEN, visible
+
+
+class NotListed(Exception):
+    """brokerd has not listed this server's tools (yet): one line saying what to do."""
+
+
+def listing(home: Home, name: str) -> tuple[ToolDef, ...]:
+    path = home.run / f"mcp-{name}.json"
+    try:
+        body = json.loads(path.read_text(encoding="utf-8"))
+        tools = tuple(tool_def(entry) for entry in body["tools"])
+    except FileNotFoundError:
+        raise NotListed(
+            f"brokerd has not listed the tools of {name!r}: is it in config.toml and is the box "
+            f"up? (`bxctl status`, `bxctl logs brokerd`, {home.mcp_log(name)})"
+        ) from None
+    except (OSError, ValueError, KeyError, TypeError, DefinitionError) as error:
+        raise NotListed(f"{path} cannot be read: {error}") from None
+    return tools
+
+
+def pins(home: Home, name: str) -> Pins | None:
+    try:
+        return parse_pins(name, home.mcp_pins(name).read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, DefinitionError):
+        return None
+
+
+def comparison(home: Home, name: str) -> Comparison | None:
+    try:
+        return compare(pins(home, name), listing(home, name))
+    except NotListed:
+        return None
+
+
+def trust(home: Home, name: str, tools: tuple[ToolDef, ...], now: datetime | None = None) -> Pins:
+    """Pin exactly `tools` (what the owner was shown) for server `name`."""
+    when = (now or datetime.now(UTC)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    pinned = Pins(name, when, {tool.name: tool for tool in tools})
+    home.mcp.mkdir(mode=0o700, parents=True, exist_ok=True)
+    write_atomically(home.mcp_pins(name), render_pins(pinned))
+    return pinned
+
+
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """One text as the owner reads it, and the hidden characters it held."""
+
+    text: str
+    hidden: tuple[str, ...]  # e.g. "U+202E RIGHT-TO-LEFT OVERRIDE"
+
+
+def shown(text: str) -> Shown:
+    """`text` with controls, bidi and invisible characters as escapes (`bxcore.visible`),
+    newlines kept; and each such character named once, so the owner is told."""
+    found: list[str] = []
+    for char in text:
+        if char in "\n\t":
+            continue
+        if unicodedata.category(char) in HIDDEN or char in _INVISIBLE:
+            label = f"U+{ord(char):04X} {unicodedata.name(char, 'unnamed')}"
+            if label not in found:
+                found.append(label)
+    out = visible(text, newlines=True)
+    for char in _INVISIBLE:
+        out = out.replace(char, f"\\u{ord(char):04x}")
+    return Shown(out, tuple(found))
+
+
+#: Characters that show nothing but are not of a hidden category (Unicode's "default
+#: ignorable" spaces and fillers that are letters or symbols).
+_INVISIBLE = "\u115f\u1160\u3164\uffa0\u2800"
+
+
+def show_tool(tool: ToolDef) -> tuple[str, tuple[str, ...]]:
+    """A tool's whole definition as the owner reads it before trusting it, and the hidden
+    characters found anywhere in it."""
+    description = shown(tool.description)
+    schema = shown(json.dumps(tool.input_schema, ensure_ascii=False, indent=2, sort_keys=True))
+    hint = tool.read_only_hint
+    lines = [
+        f"tool {visible(tool.name)}  sha256 {tool.sha256[:16]}…",
+        "  readOnlyHint: "
+        + ("not given" if hint is None else str(hint).lower())
+        + " (what the server says; never trusted: the grant's kind decides)",
+        "  description:",
+        *("    " + line for line in description.text.splitlines() or [""]),
+        "  inputSchema:",
+        *("    " + line for line in schema.text.splitlines()),
+    ]
+    if tool.annotations:
+        notes = shown(json.dumps(tool.annotations, ensure_ascii=False, sort_keys=True))
+        lines += ["  annotations: " + notes.text]
+    hidden = tuple(dict.fromkeys(description.hidden + schema.hidden))
+    return "\n".join(lines), hidden

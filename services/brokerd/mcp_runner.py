@@ -1,0 +1,388 @@
+"""The MCP servers of `[[mcp]]` (SPEC §18.2, §18.3, §18.6): started in their sandbox, spoken to
+over stdio with the `mcp` SDK's client, one process a session (or one shared), stopped when
+idle, started again after a crash; their listings compared with the owner's pins.
+
+It decides nothing: a call reaches `call` only once it was allowed and recorded. It owns the
+server processes (no other part of brokerd starts one) and `{home}/run/mcp-<name>.json`, the
+latest listing that `bxctl mcp` shows the owner; it only reads `{home}/mcp/<name>.pins.json`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+import anyio
+import anyio.abc
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from bxcore.atomic import write_atomically
+from bxcore.config_mcp import McpServer
+from bxcore.home import Home
+from bxcore.mcp_tools import (
+    CHANGED,
+    Catalog,
+    Comparison,
+    DefinitionError,
+    Pins,
+    ToolDef,
+    build_catalog,
+    compare,
+    parse_pins,
+    split_name,
+    tool_def,
+)
+from bxcore.report import Report
+from services.brokerd import mcp_result, mcp_sandbox
+from services.brokerd.core.mcp_args import McpArgs
+from services.brokerd.core.policy import Allowed
+from services.brokerd.sandbox import Host
+
+log = logging.getLogger(__name__)
+
+START_S = 10.0  # initialize and tools/list (§18.2)
+SHARED = ""  # the key of a server shared by every session
+
+
+class StartFailed(Exception):
+    """The server did not start, or did not answer `initialize` and `tools/list` in time."""
+
+
+@dataclass(eq=False)
+class Instance:
+    """One server process, for one session (or shared), while it lives."""
+
+    server: McpServer
+    key: str
+    started_at: float
+    used_at: float
+    listing: dict[str, ToolDef] = field(default_factory=dict)
+    session: ClientSession | None = None
+    busy: int = 0
+    stop: anyio.Event = field(default_factory=anyio.Event)
+    ended: anyio.Event = field(default_factory=anyio.Event)
+    listed: bool = False  # it answered initialize and tools/list
+
+    def __repr__(self) -> str:
+        whose = self.key or "shared"
+        state = "ended" if self.ended.is_set() else f"busy {self.busy}"
+        return f"Instance({self.server.name} for {whose}, {state})"
+
+
+@dataclass(frozen=True, slots=True)
+class _Pinned:
+    mtime_ns: int
+    pins: Pins | None
+    problem: str | None
+
+
+class McpRunner:
+    def __init__(
+        self,
+        servers: tuple[McpServer, ...],
+        host: Host,
+        home: Home,
+        *,
+        sandboxed: bool,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.servers = {server.name: server for server in servers}
+        self.host = host
+        self.home = home
+        self.sandboxed = sandboxed
+        self.clock = clock
+        self._tasks: anyio.abc.TaskGroup | None = None
+        self._instances: dict[tuple[str, str], Instance] = {}
+        self._locks: dict[tuple[str, str], anyio.Lock] = {}
+        self._pinned: dict[str, _Pinned] = {}
+        self._listings: dict[str, dict[str, ToolDef]] = {}
+        self._problems: dict[str, str] = {}
+        self._catalog: tuple[tuple[object, ...], Catalog] | None = None
+
+    def __repr__(self) -> str:
+        return f"McpRunner({len(self.servers)} servers, {len(self._instances)} running)"
+
+    # --- what may be decided -------------------------------------------------------------
+
+    def pins(self, name: str) -> Pins | None:
+        """The owner's pins of `name`, read again when the file changed; None when there are
+        none (or the file is damaged: then nothing of it is trusted, and the log says why)."""
+        path = self.home.mcp_pins(name)
+        try:
+            mtime = path.stat().st_mtime_ns
+        except OSError:
+            mtime = -1
+        held = self._pinned.get(name)
+        if held is not None and held.mtime_ns == mtime:
+            return held.pins
+        pins: Pins | None = None
+        problem: str | None = None
+        if mtime >= 0:
+            try:
+                pins = parse_pins(name, path.read_bytes())
+            except (OSError, DefinitionError) as error:
+                problem = f"{path}: {error}"
+                log.error("the pins of MCP server %s are not used: %s", name, problem)
+        self._pinned[name] = _Pinned(mtime, pins, problem)
+        return pins
+
+    def comparisons(self) -> dict[str, Comparison]:
+        return {
+            name: compare(self.pins(name), listing.values())
+            for name, listing in self._listings.items()
+        }
+
+    def catalog(self) -> Catalog:
+        """The tools brokerd decides now (§18.3): pinned, and unchanged where listed."""
+        pins = {name: p for name in self.servers if (p := self.pins(name)) is not None}
+        key = (
+            tuple((n, self._pinned[n].mtime_ns) for n in sorted(self.servers)),
+            tuple(
+                (n, tuple(sorted(t.sha256 for t in ts.values())))
+                for n, ts in sorted(self._listings.items())
+            ),
+        )
+        if self._catalog is not None and self._catalog[0] == key:
+            return self._catalog[1]
+        catalog, left_out = build_catalog(pins, self.comparisons())
+        for name in left_out:
+            log.warning(
+                "MCP tool %s is left out: its name would not fit ^[a-zA-Z0-9_-]{1,64}$", name
+            )
+        self._catalog = (key, catalog)
+        return catalog
+
+    def status(self) -> dict[str, Any]:
+        """What `bxctl status` and `bxctl mcp list` show of each server."""
+        found: dict[str, Any] = {}
+        comparisons = self.comparisons()
+        for name in self.servers:
+            pins = self.pins(name)
+            seen = comparisons.get(name)
+            running = [i for (n, _), i in self._instances.items() if n == name]
+            found[name] = {
+                "pinned": len(pins.tools) if pins else 0,
+                "changed": list(seen.changed) if seen else [],
+                "new": list(seen.new) if seen else [],
+                "running": len(running),
+                "problem": self._problems.get(name) or self._pinned[name].problem,
+            }
+        return found
+
+    # --- the processes -------------------------------------------------------------------
+
+    async def serve(
+        self,
+        report: Report | None = None,
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Own the server processes until cancelled; stop the idle ones; list every server
+        once at start (§18.3), so a changed tool is flagged before anyone calls it; keep
+        `report`'s `mcp` part (what `bxctl status` shows) up to date."""
+        try:
+            async with anyio.create_task_group() as tasks:
+                self._tasks = tasks
+                task_status.started()
+                for name in self.servers:
+                    tasks.start_soon(self._probe, name)
+                while True:
+                    if report is not None:
+                        report.set("mcp", self.status())
+                    await anyio.sleep(0.5)
+                    self._stop_idle()
+        finally:
+            self._tasks = None
+
+    async def _probe(self, name: str) -> None:
+        try:
+            instance = await self._instance(name, f"probe-{os.getpid()}")
+        except StartFailed as failed:
+            log.error("MCP server %s: %s", name, failed)
+            return
+        instance.stop.set()
+
+    def _stop_idle(self) -> None:
+        now = self.clock()
+        for instance in list(self._instances.values()):
+            idle = now - instance.used_at
+            if instance.busy == 0 and (
+                idle >= instance.server.idle_s or instance.key.startswith("probe-")
+            ):
+                instance.stop.set()
+
+    async def _instance(self, name: str, key: str) -> Instance:
+        """The running process of server `name` for `key`, started when there is none."""
+        slot = (name, key)
+        lock = self._locks.setdefault(slot, anyio.Lock())
+        async with lock:
+            found = self._instances.get(slot)
+            if found is not None and not found.stop.is_set():
+                return found
+            if found is not None:
+                await found.ended.wait()
+            assert self._tasks is not None, "serve() runs the processes"
+            now = self.clock()
+            instance = Instance(self.servers[name], key, now, now)
+            try:
+                await self._tasks.start(self._run_instance, instance)
+            except Exception as error:  # any failure to start is StartFailed
+                why = _why(error)
+                self._problems[name] = why
+                raise StartFailed(why) from None
+            self._problems.pop(name, None)
+            self._instances[slot] = instance
+            self._listings[name] = dict(instance.listing)
+            seen = compare(self.pins(name), instance.listing.values())
+            self._write_listing(name, instance.listing)
+            if seen.flagged:
+                log.warning(
+                    "MCP server %s lists tools the owner has not trusted: changed %s, new %s "
+                    "(`bxctl mcp show %s`)",
+                    name,
+                    list(seen.changed),
+                    list(seen.new),
+                    name,
+                )
+            return instance
+
+    async def _run_instance(
+        self, instance: Instance, *, task_status: anyio.abc.TaskStatus[None]
+    ) -> None:
+        server = instance.server
+        params = self._parameters(server)  # StartFailed: before anything starts
+        self.home.logs.mkdir(parents=True, exist_ok=True)
+        with open(self.home.mcp_log(server.name), "a", encoding="utf-8") as errlog:
+            try:
+                await self._speak(instance, params, errlog, task_status)
+            except Exception as error:  # a server's end, whatever it was
+                if not instance.listed:
+                    raise
+                whose = instance.key or "shared"
+                log.warning("MCP server %s (%s) ended: %s", server.name, whose, _why(error))
+            finally:
+                instance.session = None
+                instance.ended.set()
+                slot = (server.name, instance.key)
+                if self._instances.get(slot) is instance:
+                    del self._instances[slot]
+
+    async def _speak(
+        self,
+        instance: Instance,
+        params: StdioServerParameters,
+        errlog: TextIO,
+        task_status: anyio.abc.TaskStatus[None],
+    ) -> None:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            with anyio.fail_after(START_S):
+                await session.initialize()
+                listed = await session.list_tools()
+            listing: dict[str, ToolDef] = {}
+            for tool in listed.tools:
+                try:
+                    found = tool_def(tool.model_dump(by_alias=True, exclude_none=True))
+                except DefinitionError as error:
+                    name = instance.server.name
+                    log.warning("MCP server %s lists a broken tool: %s", name, error)
+                    continue
+                listing[found.name] = found
+            instance.listing = listing
+            instance.session = session
+            instance.listed = True
+            task_status.started()
+            await instance.stop.wait()
+
+    def _parameters(self, server: McpServer) -> StdioServerParameters:
+        program = mcp_sandbox.resolve_program(server.command[0], os.environ.get("PATH"))
+        if program is None:
+            raise StartFailed(f"{server.command[0]!r} is not an executable program here")
+        if not self.sandboxed:
+            argv, env = mcp_sandbox.unconfined(server, program)
+            return StdioServerParameters(command=argv[0], args=argv[1:], env=dict(env))
+        if self.host.bwrap is None:
+            raise StartFailed("sandbox unavailable: bwrap not found (install bubblewrap)")
+        argv = mcp_sandbox.command(self.host, server, program, mcp_sandbox.program_root(program))
+        argv[0] = self.host.bwrap
+        return StdioServerParameters(command=argv[0], args=argv[1:], env={})
+
+    def _write_listing(self, name: str, listing: dict[str, ToolDef]) -> None:
+        """`{home}/run/mcp-<name>.json`: what the server listed last, for `bxctl mcp`."""
+        body = {"server": name, "tools": [tool.definition() for _, tool in sorted(listing.items())]}
+        data = json.dumps(body, ensure_ascii=False, sort_keys=True).encode()
+        with contextlib.suppress(OSError):
+            write_atomically(self.home.run / f"mcp-{name}.json", data, durable=False)
+
+    async def aclose(self) -> None:
+        for instance in list(self._instances.values()):
+            instance.stop.set()
+
+    def timeout_of(self, allowed: Allowed) -> float:
+        named = split_name(allowed.args.tool)
+        server = self.servers.get(named[0]) if named else None
+        return server.timeout_s if server is not None else 60.0
+
+    # --- a call --------------------------------------------------------------------------
+
+    async def call(self, session: str, allowed: Allowed, timeout_s: float) -> mcp_result.Outcome:
+        """Run one allowed MCP call (§18.6): in the session's own process, or the shared one."""
+        args = allowed.args
+        assert isinstance(args, McpArgs)
+        named = split_name(args.tool)
+        assert named is not None
+        name, tool = named
+        server = self.servers.get(name)
+        if server is None:
+            return mcp_result.Outcome.failed(f"there is no MCP server {name!r} now")
+        key = session if server.per_session else SHARED
+        began = self.clock()
+        try:
+            instance = await self._instance(name, key)
+        except StartFailed as failed:
+            return mcp_result.Outcome.failed(f"the MCP server {name} did not start: {failed}")
+        pinned = self.pins(name)
+        listed = instance.listing.get(tool)
+        if pinned is None or listed is None or pinned.hash_of(tool) != listed.sha256:
+            return mcp_result.Outcome.failed(CHANGED)  # changed since the decision: never run
+        instance.busy += 1
+        instance.used_at = self.clock()
+        try:
+            client = instance.session
+            if client is None:
+                return mcp_result.Outcome.failed(f"the MCP server {name} ended", started=True)
+            with anyio.fail_after(timeout_s):
+                answer = await client.call_tool(tool, args.value)
+        except TimeoutError:
+            instance.stop.set()  # a server that hangs is stopped; the next call starts one
+            return mcp_result.Outcome.failed(
+                f"the call timed out after {timeout_s:g} s; the server was stopped", started=True
+            )
+        except Exception as error:  # the server's end, or a broken answer
+            instance.stop.set()
+            return mcp_result.Outcome.failed(
+                f"the MCP server {name} failed during the call: {_why(error)}", started=True
+            )
+        finally:
+            instance.busy -= 1
+            instance.used_at = self.clock()
+        ms = int((self.clock() - began) * 1000)
+        return mcp_result.read(answer, ms)
+
+
+def _why(error: BaseException) -> str:
+    if isinstance(error, BaseExceptionGroup):
+        return "; ".join(_why(inner) for inner in error.exceptions)
+    if isinstance(error, TimeoutError):
+        return f"no answer to initialize and tools/list within {START_S:g} s"
+    text = str(error) or type(error).__name__
+    return " ".join(text.split())[:300]

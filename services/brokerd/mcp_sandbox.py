@@ -1,0 +1,96 @@
+"""The sandbox of an MCP server (SPEC §18.2): the `bwrap` command that runs one `[[mcp]]`
+entry with the §8.2 profile — fresh namespaces, no network, no capability, the system folders
+read-only — plus exactly the entry's `paths` (read-write) and `ro_paths` (read-only), and the
+installation the server's program lives in (read-only).
+
+Pure: `command` builds the argument vector from the entry, the host and the program's place,
+found by the shell (`program_root`). The server's standard input and output are the MCP pipe.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+
+from bxcore.config_mcp import McpServer
+from services.brokerd.sandbox import MIB, Host, mounts
+
+HOME_INSIDE = "/tmp"
+PATH_INSIDE = "/usr/local/bin:/usr/bin:/bin"
+TMP_MB = 256
+
+
+def environment(server: McpServer, program_dir: str | None) -> dict[str, str]:
+    """Exactly the entry's `env`, plus PATH, HOME and LANG (§18.1). The program's own folder
+    comes first on PATH, so that a console script finds its siblings."""
+    path = PATH_INSIDE if program_dir is None else f"{program_dir}:{PATH_INSIDE}"
+    return {**dict(server.env), "PATH": path, "HOME": HOME_INSIDE, "LANG": "C.UTF-8"}
+
+
+def command(
+    host: Host,
+    server: McpServer,
+    program: str,
+    installation: str | None,
+    seccomp_fd: int = -1,
+) -> list[str]:
+    """bwrap, then the server's argv with `program` (its resolved argv[0]) first.
+    `installation`: a folder bound read-only because the program lives there (a virtual
+    environment), or None."""
+    assert host.bwrap is not None
+    binds: list[tuple[str, list[str]]] = [("/usr", ["--ro-bind", "/usr", "/usr"])]
+    binds += [(folder, ["--ro-bind", folder, folder]) for folder in host.folders]
+    binds += [(link, ["--symlink", target, link]) for target, link in host.links]
+    binds += [(host.python_prefix, ["--ro-bind", host.python_prefix, host.python_prefix])]
+    if installation is not None:
+        binds.append((installation, ["--ro-bind", installation, installation]))
+    binds += [("/proc", ["--proc", "/proc"]), ("/dev", ["--dev", "/dev"])]
+    tmp = ["--perms", "1777", "--size", str(TMP_MB * MIB), "--tmpfs"]
+    binds += [("/tmp", [*tmp, "/tmp"]), ("/dev/shm", [*tmp, "/dev/shm"])]
+    # The owner's paths are named in config.toml, never by the model; bound by name.
+    binds += [(path, ["--ro-bind-try", path, path]) for path in server.ro_paths]
+    binds += [(path, ["--bind-try", path, path]) for path in server.paths]
+    binds.sort(key=lambda item: 0 if item[0] == "/" else item[0].count("/"))
+    argv = [host.name or host.bwrap, "--unshare-all", "--unshare-user", "--disable-userns"]
+    if host.drop_to is not None:  # brokerd is root: the server runs as the tool user
+        argv += ["--uid", str(host.drop_to[0]), "--gid", str(host.drop_to[1])]
+    argv += ["--cap-drop", "ALL", "--die-with-parent", "--new-session", "--clearenv"]
+    if seccomp_fd >= 0:
+        argv += ["--seccomp", str(seccomp_fd)]
+    argv += mounts(binds)
+    argv += ["--remount-ro", "/"]
+    for key, value in sorted(environment(server, _folder(program)).items()):
+        argv += ["--setenv", key, value]
+    argv += ["--chdir", server.paths[0] if server.paths else HOME_INSIDE]
+    return [*argv, "--", program, *server.command[1:]]
+
+
+def _folder(program: str) -> str | None:
+    return os.path.dirname(program) or None
+
+
+def resolve_program(argv0: str, path: str | None) -> str | None:
+    """argv[0] as the host finds it (absolute, or on brokerd's PATH), or None."""
+    if argv0.startswith("/"):
+        return argv0 if os.access(argv0, os.X_OK) else None
+    return shutil.which(argv0, path=path)
+
+
+def program_root(program: str) -> str | None:
+    """The installation a program belongs to, to be bound read-only: the virtual environment
+    (the folder holding `pyvenv.cfg`) above it, or None for a program under /usr."""
+    if program.startswith("/usr/"):
+        return None
+    for folder in Path(program).parents:
+        if (folder / "pyvenv.cfg").is_file():
+            return str(folder)
+        if str(folder) == "/":
+            break
+    return os.path.dirname(program)
+
+
+def unconfined(server: McpServer, program: str) -> tuple[list[str], Mapping[str, str]]:
+    """`[sandbox] mode = "none"` (development only): the server run as it is."""
+    return [program, *server.command[1:]], environment(server, _folder(program))
