@@ -23,6 +23,7 @@ from bxctl import (
     box_cmds,
     console_cmd,
     grant_cmds,
+    mcp_cmds,
     owner_cmds,
     session_cmds,
 )
@@ -38,6 +39,7 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(grant_cmds.app, name="grant")
+app.add_typer(mcp_cmds.app, name="mcp")
 app.add_typer(audit_cmds.app, name="audit")
 audit_cmds.app.command()(audit_accept.accept)
 box_cmds.register(app)

@@ -35,7 +35,7 @@ from bxcore.messages import (
     SupervisorStop,
 )
 from bxcore.visible import visible
-from bxctl import pidfile
+from bxctl import mcp_cmds, pidfile
 from bxctl.box_view import (
     UNSANDBOXED,
     LedgerView,
@@ -347,10 +347,12 @@ def status(
     services = [service_json(info, usage.get(info.pid or 0)) for info in report.services]
     unsandboxed = report.sandbox == "none"
     ledger = _ledger(home, report)
+    mcp = mcp_cmds.server_rows(home) if _has_mcp(home) else []
     if as_json:
         print_json(
             {
                 "running": True,
+                "mcp": mcp,
                 "supervisor": report.pid,
                 "sandbox": report.sandbox,
                 "unsandboxed": unsandboxed,
@@ -367,6 +369,16 @@ def status(
             say(UNSANDBOXED, style="red")
         status_table(services)
         show_ledger(ledger)
+        for row in mcp:
+            if row["flagged"]:
+                changed = ", ".join([*row["changed"], *row["new"]])
+                say(
+                    f"MCP server {row['name']}: tools changed or new since the owner trusted "
+                    f"them ({changed}): refused until `bxctl mcp trust {row['name']}`",
+                    style="red",
+                )
+            elif row["problem"]:
+                say(f"MCP server {row['name']}: {row['problem']}", style="red")
         if report.console:
             say(f"console: {console_hint(report.console)}")
         show_warnings(warnings)
@@ -374,6 +386,13 @@ def status(
         raise typer.Exit(3)
     if ledger is not None and ledger.bad:
         raise typer.Exit(3)
+
+
+def _has_mcp(home: Home) -> bool:
+    try:
+        return bool(load_config(home.config).mcp)
+    except ConfigError:
+        return False
 
 
 #: A report older than brokerd's start by more than this is a former brokerd's. A restart

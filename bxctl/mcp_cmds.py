@@ -1,0 +1,170 @@
+"""`bxctl mcp list | show NAME | trust NAME` (SPEC §13, §18.3): the MCP servers of config.toml,
+their tools as brokerd last listed them against the owner's pins, and pinning them.
+
+`trust` shows every tool whole — description and schema, hidden characters made visible and
+flagged — and pins exactly what it showed, after a yes (or `--yes`, for scripts).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from bxcore import report
+from bxcore.config import ConfigError, load_config
+from bxcore.config_mcp import McpServer
+from bxcore.home import Home
+from bxcore.mcp_tools import ToolDef
+from bxctl import mcp_pins
+from bxctl.output import fail, is_terminal, print_json, say, table
+
+app = typer.Typer(help="MCP servers: their tools, and what the owner trusts.", no_args_is_help=True)
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+
+
+def _home(ctx: typer.Context) -> Home:
+    home: Home = ctx.obj.home
+    return home
+
+
+def _servers(home: Home) -> dict[str, McpServer]:
+    try:
+        return {server.name: server for server in load_config(home.config).mcp}
+    except ConfigError as error:
+        fail(str(error))
+
+
+def _server(home: Home, name: str) -> McpServer:
+    servers = _servers(home)
+    if name not in servers:
+        known = ", ".join(servers) or "none"
+        fail(f"no [[mcp]] entry named {name!r} in {home.config} (there are: {known})")
+    return servers[name]
+
+
+def server_rows(home: Home) -> list[dict[str, Any]]:
+    """Each server: pinned tools, and those listed changed or new (flagged)."""
+    running = report.read(home).get("mcp") or {}
+    rows = []
+    for name in _servers(home):
+        pins = mcp_pins.pins(home, name)
+        seen = mcp_pins.comparison(home, name)
+        state = running.get(name) or {}
+        rows.append(
+            {
+                "name": name,
+                "pinned": len(pins.tools) if pins else 0,
+                "changed": list(seen.changed) if seen else [],
+                "new": list(seen.new) if seen else [],
+                "listed": seen is not None,
+                "running": state.get("running", 0),
+                "problem": state.get("problem"),
+                "flagged": bool(seen and seen.flagged),
+            }
+        )
+    return rows
+
+
+@app.command("list")
+def list_(ctx: typer.Context, as_json: JsonOption = False) -> None:
+    """The servers, their processes, and their tools pinned, changed or new."""
+    home = _home(ctx)
+    rows = server_rows(home)
+    if as_json:
+        print_json(rows)
+        return
+    if not rows:
+        say(f"no [[mcp]] entries in {home.config}; docs/mcp.md says how to add one")
+        return
+    cells = []
+    for row in rows:
+        flag = "CHANGED: `bxctl mcp show " + row["name"] + "`" if row["flagged"] else ""
+        if not row["listed"]:
+            flag = "not listed yet"
+        cells.append(
+            [
+                row["name"],
+                str(row["running"]),
+                str(row["pinned"]),
+                ", ".join(row["changed"]) or "-",
+                ", ".join(row["new"]) or "-",
+                row["problem"] or flag or "ok",
+            ]
+        )
+    table(["server", "running", "pinned", "changed", "new", "state"], cells)
+
+
+@app.command("show")
+def show(ctx: typer.Context, name: str, as_json: JsonOption = False) -> None:
+    """Every tool the server lists, whole, with what changed since the owner trusted it."""
+    home = _home(ctx)
+    _server(home, name)
+    try:
+        tools = mcp_pins.listing(home, name)
+    except mcp_pins.NotListed as error:
+        fail(str(error))
+    pins = mcp_pins.pins(home, name)
+    if as_json:
+        print_json(
+            [
+                {
+                    "definition": tool.definition(),
+                    "sha256": tool.sha256,
+                    "pinned": pins is not None and pins.hash_of(tool.name) == tool.sha256,
+                    "hidden": list(mcp_pins.show_tool(tool)[1]),
+                }
+                for tool in tools
+            ]
+        )
+        return
+    _show_all(home, name, tools)
+
+
+def _show_all(home: Home, name: str, tools: tuple[ToolDef, ...]) -> int:
+    pins = mcp_pins.pins(home, name)
+    flagged = 0
+    for tool in tools:
+        text, hidden = mcp_pins.show_tool(tool)
+        pinned = pins.hash_of(tool.name) if pins else None
+        if pinned == tool.sha256:
+            state = "pinned, unchanged"
+        elif pinned is None:
+            state = "NEW: never trusted"
+        else:
+            state = "CHANGED since the owner trusted it"
+        for line in [*text.splitlines(), f"  state: {state}"]:
+            say(line)
+        if hidden:
+            flagged += 1
+            say("  WARNING: hidden characters: " + "; ".join(hidden), style="bold red")
+        say("")
+    return flagged
+
+
+@app.command("trust")
+def trust(
+    ctx: typer.Context,
+    name: str,
+    yes: Annotated[
+        bool, typer.Option("--yes", help="Do not ask: the owner has read the tools already.")
+    ] = False,
+) -> None:
+    """Show every tool of the server whole, and on yes pin exactly those definitions."""
+    home = _home(ctx)
+    _server(home, name)
+    try:
+        tools = mcp_pins.listing(home, name)
+    except mcp_pins.NotListed as error:
+        fail(str(error))
+    flagged = _show_all(home, name, tools)
+    if flagged:
+        say(f"{flagged} tool(s) hold hidden characters: read them closely.", style="bold red")
+    if not yes:
+        if not is_terminal():
+            fail(f"trusting changes what the agent may call: run `bxctl mcp trust {name} --yes`")
+        if not typer.confirm(f"Trust these {len(tools)} tools of {name}?", default=False):
+            fail("nothing was changed")
+    pinned = mcp_pins.trust(home, name, tools)
+    say(f"pinned {len(pinned.tools)} tools of {name} in {home.mcp_pins(name)}")
