@@ -15,6 +15,7 @@ import sys
 import time
 import traceback
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -60,7 +61,9 @@ from bxctl.specs import ServiceSpec, parse_specs
 from bxctl.supervisor import Supervisor, SupervisorError
 from bxctl.supervisor import main as supervisor_main
 from bxctl.supervisor_link import NoAnswer, ask, request_id
+from services.brokerd.core.records import parse_line
 from services.brokerd.grants_folder import read_folder
+from services.brokerd.ledger_scan import lines_backwards
 
 UP_TIMEOUT_S = 180.0  # a service may take 10 s to answer, and back off five times
 RUNNING = ServiceState.RUNNING
@@ -408,7 +411,22 @@ def _ledger(home: Home, report: SupervisorReport) -> LedgerView | None:
         with contextlib.suppress(OSError, psutil.Error):
             written = (home.run / brokerd_report.NAME).stat().st_mtime
             fresh = written >= psutil.Process(brokerd.pid).create_time() - STALE_S
-    return ledger_view(brokerd_report.read(home).get("ledger"), brokerd, fresh=fresh)
+    view = ledger_view(brokerd_report.read(home).get("ledger"), brokerd, fresh=fresh)
+    if view is not None and view.state == "ok":
+        view = replace(view, seq=newest_seq(home.ledger) or view.seq)  # the report's is old
+    return view
+
+
+def newest_seq(ledger: Path) -> int | None:
+    """The seq of the ledger's last whole record, read from its end (never the whole file);
+    None when there is none or it cannot be read."""
+    with contextlib.suppress(OSError), open(ledger, "rb") as f:
+        for line in lines_backwards(f, os.fstat(f.fileno()).st_size):
+            record = parse_line(line)
+            seq = record.get("seq") if isinstance(record, dict) else None
+            if isinstance(seq, int) and not isinstance(seq, bool):
+                return seq
+    return None
 
 
 def _tools(home: Home) -> str:

@@ -19,7 +19,7 @@ from anyio.abc import TaskGroup
 from bxcore import wire
 from bxcore.bounded import Bounded
 from bxcore.client import Client, ProtocolError, Unreachable
-from bxcore.ids import descends
+from bxcore.ids import descends, parent_of_sub
 from bxcore.messages import (
     Accepted,
     ApprovalInfo,
@@ -58,6 +58,7 @@ PENDING_REFRESH_S = 5.0  # brokerd's pending list is re-read this often, for the
 EVENTS_BUDGET = MAX_MESSAGE // 4
 PENDING_BUDGET = MAX_MESSAGE // 4
 SETTLED_KEPT = 4096
+STOPPED_KEPT = 256  # sessions stopped lately, whose late approvals are denied as they come
 ANSWERS_KEPT = 1024  # of owner messages, and of verdicts
 REFUSAL = Refusal("the gateway socket does not take {type}")
 CANCELLED_BY = "owner (turn cancelled)"  # who denied the approvals of a stopped turn (§12.2)
@@ -76,6 +77,7 @@ class Gateway:
         self.windows = Windows()
         self.pending: dict[str, ApprovalInfo] = {}
         self._settled: Bounded[str, None] = Bounded(SETTLED_KEPT)
+        self._stopped: Bounded[str, None] = Bounded(STOPPED_KEPT)  # no owner message since
         self._changed = anyio.Event()
         # Idempotent per request (§3.1), keyed by the whole request: a client's retry gets the
         # first answer, never a second owner message or verdict upstream.
@@ -116,6 +118,8 @@ class Gateway:
             answer = await self._loop.request(upstream, timeout=10.0, tries=1)
         except (Unreachable, ProtocolError) as error:
             return Error(message.id, ErrorCode.UNAVAILABLE, short(f"loopd: {error}"))
+        if isinstance(answer, Accepted):
+            self._stopped.pop(message.session)  # the owner speaks again: its calls are asked
         if isinstance(answer, Accepted | Error):
             return replace(answer, id=message.id)
         return Error(message.id, ErrorCode.INTERNAL, f"loopd answered {type(answer).__name__}")
@@ -150,22 +154,34 @@ class Gateway:
             return replace(answer, id=message.id)
         if not isinstance(answer, Cancelled):
             return Error(message.id, ErrorCode.INTERNAL, f"loopd answered {type(answer).__name__}")
+        # Until the owner speaks in it again, an approval brokerd announces late for this
+        # session (a call that was on its way when the turn stopped) is denied as it comes.
+        self._stopped.put(message.session, None)
         await self._refresh_quietly()  # an approval asked just before the turn stopped
         for info in [a for a in self.pending.values() if descends(a.session, message.session)]:
-            denial = VerdictRequest(_rid(), info.approval, False, Scope.ONCE, CANCELLED_BY)
-            try:
-                settled = await self._admin.request(denial, timeout=15.0, tries=1)
-            except (Unreachable, ProtocolError) as error:
-                log.warning("could not deny %s of a stopped turn: %s", info.approval, error)
-                continue
-            gone = (ErrorCode.ALREADY_SETTLED, ErrorCode.UNKNOWN_APPROVAL)
-            if isinstance(settled, Settled) or (
-                isinstance(settled, Error) and settled.code in gone
-            ):
-                self._settle(info.approval)
-            else:
-                log.warning("brokerd did not deny %s of a stopped turn: %r", info.approval, settled)
+            await self._deny_stopped(info)
         return replace(answer, id=message.id)
+
+    def _of_stopped_turn(self, session: str | None) -> bool:
+        """Whether `session` or one of its ancestors was stopped, with no owner message since."""
+        while session is not None:
+            if session in self._stopped:
+                return True
+            session = parent_of_sub(session)
+        return False
+
+    async def _deny_stopped(self, info: ApprovalInfo) -> None:
+        denial = VerdictRequest(_rid(), info.approval, False, Scope.ONCE, CANCELLED_BY)
+        try:
+            settled = await self._admin.request(denial, timeout=15.0, tries=1)
+        except (Unreachable, ProtocolError) as error:
+            log.warning("could not deny %s of a stopped turn: %s", info.approval, error)
+            return
+        gone = (ErrorCode.ALREADY_SETTLED, ErrorCode.UNKNOWN_APPROVAL)
+        if isinstance(settled, Settled) or (isinstance(settled, Error) and settled.code in gone):
+            self._settle(info.approval)
+        else:
+            log.warning("brokerd did not deny %s of a stopped turn: %r", info.approval, settled)
 
     async def pending_query(self, message: PendingQuery) -> PendingList | Error:
         try:
@@ -287,6 +303,8 @@ class Gateway:
             if info.approval not in self._settled:
                 self.pending[info.approval] = info
                 self._notify()
+                if self._tasks is not None and self._of_stopped_turn(info.session):
+                    self._tasks.start_soon(self._deny_stopped, info)
         elif isinstance(message, ApprovalSettled):
             self._settle(message.approval)
         elif isinstance(message, LedgerHead):

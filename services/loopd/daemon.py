@@ -121,7 +121,11 @@ class Loop:
         )
 
     async def _cancel(self, message: Cancel) -> Cancelled:
-        turn = await self.turns.cancel(message.session)
+        waiting = None
+        if message.session in self._busy:  # its worker may not have begun the turn yet
+            unfinished = self.sessions.get(message.session).unfinished()
+            waiting = unfinished[0] if unfinished else None
+        turn = await self.turns.cancel(message.session, waiting)
         return Cancelled(message.id, message.session, turn)
 
     async def sessions_query(self, message: SessionsQuery) -> SessionList:

@@ -122,11 +122,15 @@ class Turns:
     def __repr__(self) -> str:
         return f"Turns(model={type(self.model).__name__}, {len(self._running)} running)"
 
-    async def cancel(self, session: str) -> int | None:
+    async def cancel(self, session: str, waiting: int | None = None) -> int | None:
         """Stop `session`'s running turn and its sub-agents' (§12.2), and wait until each has
-        written its end; the session's turn that was running, or None."""
-        stopping = [r for name, r in self._running.items() if descends(name, session)]
+        written its end; the session's turn that was running, or None. `waiting`: the turn the
+        session's worker is about to run, stopped before it begins (a Stop pressed right after
+        Send must not miss it)."""
         own = self._running.get(session)
+        if own is None and waiting is not None:
+            own = self._running[session] = Running(waiting)  # `run` finds it stopped
+        stopping = [r for name, r in self._running.items() if descends(name, session)]
         for running in stopping:
             running.scope.cancel()
         with anyio.move_on_after(CANCEL_WAIT_S):
@@ -140,9 +144,13 @@ class Turns:
     async def run(self, session: SessionLog, turn: int) -> str:
         """Run (or resume) `turn` of `session` to its end; the model's last words (none when
         the owner stopped it)."""
-        running = self._running[session.session] = Running(turn)
+        running = self._running.get(session.session)
+        if running is None or running.turn != turn or running.ended.is_set():
+            running = self._running[session.session] = Running(turn)
         ran = False
         try:
+            if running.scope.cancel_called:
+                return ""  # stopped before it began: the model is never asked
             with running.scope:
                 said = await self._run(session, turn)
                 ran = True

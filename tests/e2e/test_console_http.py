@@ -937,3 +937,18 @@ def test_a_console_turned_off_listens_nowhere(short_tmp: Path) -> None:
         assert listening == []
         with socket.socket() as probe:
             assert probe.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_a_request_the_server_cannot_parse_is_refused_with_the_security_headers_too(
+    console: Console,
+) -> None:
+    """uvicorn answers a malformed request itself, before any of the console's code runs."""
+    with socket.create_connection(("127.0.0.1", console.port), timeout=10) as raw:
+        raw.sendall(b"GET /api/pending HTTP/1.1\r\nHost: 127.0.0.1\r\nBad Header\r\n\r\n")
+        answer = b""
+        while chunk := raw.recv(65536):
+            answer += chunk
+    head = answer.split(b"\r\n\r\n", 1)[0].decode("latin-1").lower().splitlines()
+    assert head[0].startswith("http/1.1 400")
+    for name, value in SECURITY_HEADERS.items():
+        assert f"{name}: {value}".lower() in head, name

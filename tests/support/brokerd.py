@@ -27,6 +27,8 @@ from bxcore.home import Home
 from bxcore.messages import LedgerHead, ToolRequest
 from tests.support.daemons import CURVE_SERVER, Daemon
 
+SEND_TIMEOUT_MS = 5_000
+
 
 @contextlib.contextmanager
 def short_folder() -> Iterator[Path]:
@@ -97,6 +99,9 @@ class RawClient:
         # As every boxmaker client: a frame over 4 MiB is refused (and drops the connection).
         ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         self.socket = dealer(ctx, paths.endpoint(socket), secure)
+        # A DEALER's send waits while it has no peer (a CURVE handshake refused drops it):
+        # a test is told so (zmq.Again) instead of waiting for ever.
+        self.socket.setsockopt(zmq.SNDTIMEO, SEND_TIMEOUT_MS)
 
     def __enter__(self) -> RawClient:
         return self

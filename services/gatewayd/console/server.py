@@ -13,10 +13,13 @@ import socket
 from collections.abc import Iterator
 
 import anyio
+import h11
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from bxcore.errors import SetupError
 from bxcore.visible import visible
+from services.gatewayd.console.access import SECURITY_HEADERS
 
 log = logging.getLogger("gatewayd")
 
@@ -27,6 +30,23 @@ class _Server(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield  # gatewayd's daemon owns SIGTERM and SIGINT
+
+
+class _Protocol(H11Protocol):
+    """uvicorn's h11 protocol, whose own answer to a request it cannot parse (no app code runs
+    for it) carries the console's security headers too (§12.1: every response)."""
+
+    def send_400_response(self, msg: str) -> None:
+        send = self.conn.send
+
+        def with_headers(event: h11.Event) -> bytes | None:
+            if isinstance(event, h11.Response):
+                headers = [*event.headers, *SECURITY_HEADERS]
+                event = h11.Response(status_code=event.status_code, headers=headers)
+            return send(event)
+
+        self.conn.send = with_headers  # type: ignore[method-assign, assignment]
+        super().send_400_response(msg)
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -64,7 +84,7 @@ async def serve(app: object, listener: socket.socket) -> None:
         access_log=False,
         server_header=False,
         proxy_headers=False,
-        http="h11",
+        http=_Protocol,
         ws="none",
         timeout_graceful_shutdown=GRACE_S,
     )

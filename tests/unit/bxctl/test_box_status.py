@@ -1,14 +1,18 @@
 """What `bxctl status` says of the ledger (issue 10), from brokerd's report and the
-supervisor's word on brokerd: a line, a JSON part, and exit 3 unless it is ok. Pure."""
+supervisor's word on brokerd: a line, a JSON part, and exit 3 unless it is ok; the seq read
+from the ledger's end."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bxcore.messages import ServiceInfo, ServiceState
+from bxctl.box_cmds import newest_seq
 from bxctl.box_view import LedgerView, ledger_view
+from tests.support.ledger_file import GrowingLedger
 
 
 def brokerd(state: ServiceState = ServiceState.RUNNING) -> ServiceInfo:
@@ -82,3 +86,15 @@ def test_a_box_without_brokerd_has_no_ledger_line() -> None:
 def test_a_seq_that_is_not_a_number_is_left_out() -> None:
     view = ledger_view({"state": "ok", "problem": None, "seq": True}, brokerd(), fresh=True)
     assert view == LedgerView("ok", None, None)
+
+
+def test_the_newest_seq_is_the_ledgers_last_whole_record(tmp_path: Path) -> None:
+    """`status` says the ledger's head now, not the seq brokerd reported when it started."""
+    ledger = GrowingLedger(tmp_path / "ledger.jsonl")
+    assert newest_seq(ledger.path) is None  # no record yet
+    ledger.grow(3)
+    assert newest_seq(ledger.path) == 3
+    with open(ledger.path, "ab") as torn:
+        torn.write(b'{"seq":4,"at":"2026-')  # a record being written
+    assert newest_seq(ledger.path) == 3
+    assert newest_seq(tmp_path / "missing.jsonl") is None

@@ -233,3 +233,31 @@ async def test_a_sub_agent_stopped_alone_is_a_failed_spawn_its_parent_reads(
     events = [event for _, event in box.events("p")]
     assert ToolDone("spawn", False, len(stopped), stopped) in events
     assert events[-1] == TurnEnd(EndReason.DONE)
+
+
+async def test_a_stop_before_the_turn_began_stops_it(tmp_path: Path) -> None:
+    """Stop pressed right after Send: the worker has not begun the turn yet; it never asks
+    the model, and ends cancelled once it does begin."""
+    box = Box(tmp_path, Broker("done"))
+    with box.sessions.held("s") as session:
+        turn = await box.say(session, "stop me at once")
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tasks:
+                answered: list[int | None] = []
+
+                async def stop() -> None:
+                    answered.append(await box.turns.cancel("s", waiting=turn))
+
+                tasks.start_soon(stop)
+                await anyio.sleep(0.01)  # the cancel waits for the turn it stopped to end
+                assert await box.turns.run(session, turn) == ""
+        assert answered == [turn]
+        assert box.model.requests == []
+        assert await box.turns.run(session, await box.say(session, "hello")) == "you said hello"
+    assert box.events("s") == [
+        (1, OwnerSaid("stop me at once")),
+        (1, TurnEnd(EndReason.CANCELLED)),
+        (2, OwnerSaid("hello")),
+        (2, AssistantText("you said hello")),
+        (2, TurnEnd(EndReason.DONE)),
+    ]
