@@ -6,6 +6,7 @@ what brokerd will decide by; brokerd sees any change at its next decision.
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 import typer
@@ -15,7 +16,13 @@ from bxctl.init import make_folder
 from bxctl.output import fail, print_json, say, table
 from bxctl.safety import grant_warnings
 from services.brokerd.core.grants import Grant, InvalidGrant
-from services.brokerd.grant_files import GrantFields, GrantRefused, add_grant, remove_grant
+from services.brokerd.grant_files import (
+    GrantFields,
+    GrantRefused,
+    add_grant,
+    parse_match,
+    remove_grant,
+)
 from services.brokerd.grants_folder import read_folder
 
 app = typer.Typer(help="The owner's grants: what the agent may do.", no_args_is_help=True)
@@ -42,7 +49,20 @@ def grant_json(grant: Grant | InvalidGrant) -> dict[str, Any]:
         "untrusted": grant.untrusted,
         "note": grant.note,
         "sha256": grant.sha256,
+        "kind": grant.kind.value if grant.kind else None,
+        "match": {name: list(values) for name, values in grant.match},
     }
+
+
+def scope_text(grant: Grant) -> str:
+    """What a grant covers beyond its tool: its path or host; an MCP grant's kind and match."""
+    if not grant.mcp:
+        return grant.path or grant.host or ""
+    assert grant.kind is not None
+    parts = [grant.kind.value]
+    for name, values in grant.match:
+        parts.append(f"{name}=" + "|".join(json.dumps(v, ensure_ascii=False) for v in values))
+    return " ".join(parts)
 
 
 @app.command("list")
@@ -65,10 +85,10 @@ def list_(ctx: typer.Context, as_json: JsonOption = False) -> None:
             rows.append([grant.id, "INVALID", "", "", "", "", grant.problem])
             styles[index] = "red"
         else:
-            scope = grant.path or grant.host or "(any)"
+            scope = scope_text(grant) or "(any)"
             taint = "untrusted" if grant.untrusted else ""
             rows.append([grant.id, grant.mode, grant.tool, scope, grant.class_, taint, grant.note])
-    table(["ID", "MODE", "TOOL", "PATH/HOST", "CLASS", "", "NOTE"], rows, styles=styles)
+    table(["ID", "MODE", "TOOL", "PATH/HOST/MATCH", "CLASS", "", "NOTE"], rows, styles=styles)
 
 
 @app.command()
@@ -82,12 +102,16 @@ def check(ctx: typer.Context, as_json: JsonOption = False) -> None:
             {
                 "valid": len(grants.valid),
                 "invalid": [{"id": g.id, "problem": g.problem} for g in grants.invalid],
+                "mcp": [grant_json(g) for g in sorted(grants.valid, key=lambda g: g.id) if g.mcp],
                 "warnings": warnings,
             }
         )
     else:
         for grant in grants.invalid:
             say(f"invalid: {grant.id}: {grant.problem}", style="red")
+        for valid in sorted(grants.valid, key=lambda g: g.id):
+            if valid.mcp:
+                say(f"mcp: {valid.id}: {valid.mode} {valid.tool} {scope_text(valid)}")
         for line in warnings:
             say(f"warning: {line}", style="yellow")
         if not grants.invalid:
@@ -100,7 +124,13 @@ def check(ctx: typer.Context, as_json: JsonOption = False) -> None:
 def add(
     ctx: typer.Context,
     grant_id: Annotated[str, typer.Argument(metavar="ID", help="a-z 0-9 -, like notes-read")],
-    tool: Annotated[str, typer.Option(help="read_file, write_file, shell, http_fetch, memory")],
+    tool: Annotated[
+        str,
+        typer.Option(
+            help="read_file, write_file, shell, http_fetch, memory, or an MCP tool: "
+            "mcp__SERVER__TOOL or mcp__SERVER__*"
+        ),
+    ],
     mode: Annotated[str, typer.Option(help="allow, ask or deny")] = "allow",
     path: Annotated[
         str | None, typer.Option(help="The folder or file (file tools, shell).")
@@ -114,17 +144,32 @@ def add(
         typer.Option("--untrusted/--trusted", help="Is what is read here untrusted?"),
     ] = None,
     note: Annotated[str, typer.Option(help="A note for yourself.")] = "",
+    kind: Annotated[
+        str | None,
+        typer.Option(help="MCP tools: source (reads), sink (writes or sends) or both (default)."),
+    ] = None,
+    match: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="NAME=VALUE",
+            help="MCP tools: the call matches only when argument NAME is VALUE (exact text, "
+            "a number, or glob:PATTERN). Repeat it: every NAME must hold; one NAME twice "
+            "allows either value.",
+        ),
+    ] = None,
 ) -> None:
     """Write a new grant file, or refuse with why."""
     home = _home(ctx)
-    fields = GrantFields(tool, mode, path, host, class_, untrusted, note)
     try:
+        fields = GrantFields(
+            tool, mode, path, host, class_, untrusted, note, kind, parse_match(match or [])
+        )
         make_folder(home.root)
         make_folder(home.grants)
         grant = add_grant(home.grants, grant_id, fields, "`bxctl grant add`")
     except GrantRefused as error:
         fail(str(error))
-    say(f"added {grant_id}: {grant.mode} {grant.tool} {grant.path or grant.host or ''}")
+    say(f"added {grant_id}: {grant.mode} {grant.tool} {scope_text(grant)}".rstrip())
 
 
 @app.command()

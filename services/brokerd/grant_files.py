@@ -9,15 +9,17 @@ existing grant. Every refusal is a `GrantRefused` with one line the owner reads.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from bxcore.config import toml_value
-from services.brokerd.core.grants import Grant, InvalidGrant, parse_grant, valid_id
+from services.brokerd.core.grants import Grant, InvalidGrant, MatchValue, parse_grant, valid_id
 
 FOLDER_MODE = 0o700
 FILE_MODE = 0o600
+_NUMBER = re.compile(r"-?(0|[1-9]\d{0,15})(\.\d{1,16})?")
 
 
 class GrantRefused(Exception):
@@ -35,6 +37,28 @@ class GrantFields:
     class_: str = "private"
     untrusted: bool | None = None
     note: str = ""
+    kind: str | None = None  # MCP tools only (§18.5): source, sink or both
+    match: tuple[tuple[str, MatchValue], ...] = ()  # MCP tools only: `[match]`, in order given
+
+
+def match_value(text: str) -> MatchValue:
+    """One `--match NAME=VALUE` value as the owner typed it: a JSON number when it reads as
+    one (`3`, `-1.5`), else the text itself (an exact string, or a `glob:` pattern; the string
+    "3" is matched by `glob:3`)."""
+    if _NUMBER.fullmatch(text):
+        return float(text) if "." in text else int(text)
+    return text
+
+
+def parse_match(given: list[str]) -> tuple[tuple[str, MatchValue], ...]:
+    """`NAME=VALUE` options (repeatable; a name given twice allows either value)."""
+    out = []
+    for item in given:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise GrantRefused(f"--match {item!r}: expected NAME=VALUE, like branch=main")
+        out.append((name, match_value(value)))
+    return tuple(out)
 
 
 def grant_text(fields: GrantFields, written_by: str) -> str:
@@ -47,8 +71,18 @@ def grant_text(fields: GrantFields, written_by: str) -> str:
     lines.append(f"class = {toml_value(fields.class_)}")
     if fields.untrusted is not None:
         lines.append(f"untrusted = {toml_value(fields.untrusted)}")
+    if fields.kind is not None:
+        lines.append(f"kind = {toml_value(fields.kind)}")
     if fields.note:
         lines.append(f"note = {toml_value(fields.note)}")
+    if fields.match:
+        lines += ["", "[match]"]
+        grouped: dict[str, list[MatchValue]] = {}
+        for name, value in fields.match:
+            grouped.setdefault(name, []).append(value)
+        for name, values in grouped.items():
+            shown = toml_value(values[0] if len(values) == 1 else values)
+            lines.append(f"{toml_value(name)} = {shown}")
     return f"# Written by {written_by}.\n" + "\n".join(lines) + "\n"
 
 
