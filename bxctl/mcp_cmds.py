@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from bxcore import report
+from bxcore import mcp_state
 from bxcore.config import ConfigError, load_config
 from bxcore.config_mcp import McpServer
 from bxcore.home import Home
@@ -45,26 +45,8 @@ def _server(home: Home, name: str) -> McpServer:
 
 
 def server_rows(home: Home) -> list[dict[str, Any]]:
-    """Each server: pinned tools, and those listed changed or new (flagged)."""
-    running = report.read(home).get("mcp") or {}
-    rows = []
-    for name in _servers(home):
-        pins = mcp_pins.pins(home, name)
-        seen = mcp_pins.comparison(home, name)
-        state = running.get(name) or {}
-        rows.append(
-            {
-                "name": name,
-                "pinned": len(pins.tools) if pins else 0,
-                "changed": list(seen.changed) if seen else [],
-                "new": list(seen.new) if seen else [],
-                "listed": seen is not None,
-                "running": state.get("running", 0),
-                "problem": state.get("problem"),
-                "flagged": bool(seen and seen.flagged),
-            }
-        )
-    return rows
+    """Each server of config.toml: pinned tools, and those listed changed or new (flagged)."""
+    return mcp_state.server_rows(home, tuple(_servers(home)))
 
 
 @app.command("list")

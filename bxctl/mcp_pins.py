@@ -1,6 +1,6 @@
-"""The owner's side of pinning (SPEC §18.3): what brokerd last listed of a server
-(`{home}/run/mcp-<name>.json`), shown whole with every hidden character made visible and
-flagged, and the pins file `bxctl mcp trust` writes. No socket: the files are the owner's.
+"""The owner's side of pinning (SPEC §18.3): what brokerd last listed of a server (read by
+`bxcore.mcp_state`), shown whole with every hidden character made visible and flagged, and
+the pins file `bxctl mcp trust` writes. No socket: the files are the owner's.
 """
 
 from __future__ import annotations
@@ -12,52 +12,11 @@ from datetime import UTC, datetime
 
 from bxcore.atomic import write_atomically
 from bxcore.home import Home
-from bxcore.mcp_tools import (
-    Comparison,
-    DefinitionError,
-    Pins,
-    ToolDef,
-    compare,
-    parse_pins,
-    render_pins,
-    tool_def,
-)
+from bxcore.mcp_state import NotListed, comparison, listing, pins
+from bxcore.mcp_tools import Pins, ToolDef, render_pins
 from bxcore.visible import HIDDEN, visible
 
-
-class NotListed(Exception):
-    """brokerd has not listed this server's tools (yet): one line saying what to do."""
-
-
-def listing(home: Home, name: str) -> tuple[ToolDef, ...]:
-    path = home.run / f"mcp-{name}.json"
-    try:
-        body = json.loads(path.read_text(encoding="utf-8"))
-        tools = tuple(tool_def(entry) for entry in body["tools"])
-    except FileNotFoundError:
-        raise NotListed(
-            f"brokerd has not listed the tools of {name!r}: is it in config.toml and is the box "
-            f"up? (`bxctl status`, `bxctl logs brokerd`, {home.mcp_log(name)})"
-        ) from None
-    except (OSError, ValueError, KeyError, TypeError, DefinitionError) as error:
-        raise NotListed(f"{path} cannot be read: {error}") from None
-    return tools
-
-
-def pins(home: Home, name: str) -> Pins | None:
-    try:
-        return parse_pins(name, home.mcp_pins(name).read_bytes())
-    except FileNotFoundError:
-        return None
-    except (OSError, DefinitionError):
-        return None
-
-
-def comparison(home: Home, name: str) -> Comparison | None:
-    try:
-        return compare(pins(home, name), listing(home, name))
-    except NotListed:
-        return None
+__all__ = ["NotListed", "comparison", "listing", "pins", "show_tool", "shown", "trust"]
 
 
 def trust(home: Home, name: str, tools: tuple[ToolDef, ...], now: datetime | None = None) -> Pins:

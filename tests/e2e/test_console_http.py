@@ -26,11 +26,15 @@ import httpx
 import psutil  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
+from bxcore.home import Home
+from bxcore.mcp_tools import ToolDef
+from bxctl import mcp_pins
 from tests.fakes.model_server import Answer
 from tests.support.box import box_home, bxctl, wait_until
 from tests.support.brokerd import args
 from tests.support.daemons import free_port, init_home
 from tests.support.e2e import UpBox, box_up
+from tests.support.mcp import fake, trust, wait_listed
 
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -952,3 +956,79 @@ def test_a_request_the_server_cannot_parse_is_refused_with_the_security_headers_
     assert head[0].startswith("http/1.1 400")
     for name, value in SECURITY_HEADERS.items():
         assert f"{name}: {value}".lower() in head, name
+
+
+# --- MCP servers (SPEC §18.3, §18.5) -------------------------------------------------------------
+
+
+def test_mcp_servers_are_flagged_in_services_and_an_mcp_sink_waits_with_every_argument() -> None:
+    """A box with the fake mailbox: `/api/services` lists it as `bxctl mcp list` does (its new
+    tools flagged until trusted, then a changed pin flagged again); a `send_email` in an
+    untrusted session asks, and `/api/pending` shows its tool and every argument."""
+
+    def with_mailbox(home: Path) -> None:
+        with (home / "config.toml").open("a") as config:
+            config.write("\n" + fake("mail", "mailbox", home.parent / "mail"))
+        for extra in (
+            ["mail-read", "--tool", "mcp__mail__read_inbox", "--kind", "source"],
+            ["mail-send", "--tool", "mcp__mail__send_email", "--kind", "sink",
+             "--match", "to=glob:*@example.org"],
+        ):  # fmt: skip
+            added = bxctl(home, "grant", "add", *extra)
+            assert added.returncode == 0, added.stderr
+
+    with box_up(before_up=with_mailbox) as box:
+        console = console_of(box)
+        with console.client() as owner:
+            wait_listed(box.home, "mail")
+
+            def server() -> dict[str, Any]:
+                found: list[dict[str, Any]] = owner.get("/api/services").json()["mcp"]
+                assert [row["name"] for row in found] == ["mail"]
+                return found[0]
+
+            untrusted = server()
+            assert untrusted["listed"] and untrusted["flagged"] and untrusted["pinned"] == 0
+            assert sorted(untrusted["new"]) == ["read_inbox", "send_email"]
+            trust(box.home, "mail")
+            assert server() | {"running": 0} == {
+                "name": "mail", "pinned": 2, "changed": [], "new": [], "listed": True,
+                "running": 0, "problem": None, "flagged": False,
+            }  # fmt: skip
+
+            to = "kyle@example.org"
+            body = "Line one\nline two: " + "x" * 3000 + " the end"
+            model = box.model
+            model.script(
+                "check my mail",
+                model.calls(("mcp__mail__read_inbox", args(folder="in"))),
+                model.calls(("mcp__mail__send_email", args(to=to, body=body))),
+                Answer(text="Not sent."),
+            )
+            send(owner, "api-mcp", "check my mail")
+
+            def listed() -> dict[str, Any] | None:
+                found = owner.get("/api/pending").json()["approvals"]
+                return next((a for a in found if a["session"] == "api-mcp"), None)
+
+            approval = wait_until(listed, 30, "the MCP call's approval listed")
+            assert approval["tool"] == "mcp__mail__send_email"
+            assert json.loads(approval["arguments"]) == {"to": to, "body": body}  # nothing cut
+            assert approval["grant"] == "mail-send"
+            denied = owner.post(
+                f"/api/approvals/{approval['approval']}", json={"approve": False}, headers=CHANGE
+            )
+            assert denied.status_code == 200, denied.text
+            history_of_turn(owner, "api-mcp", 1)
+            assert not (box.home.parent / "mail" / "sent.jsonl").exists()
+
+            paths = Home(box.home)
+            listed_tools = mcp_pins.listing(paths, "mail")
+            changed = [
+                ToolDef(t.name, t.description + " (as trusted)", t.input_schema, t.annotations)
+                if t.name == "send_email" else t
+                for t in listed_tools
+            ]  # fmt: skip
+            mcp_pins.trust(paths, "mail", tuple(changed))  # the server now differs from its pin
+            flagged = server()
+            assert flagged["flagged"] and flagged["changed"] == ["send_email"]

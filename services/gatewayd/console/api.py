@@ -14,11 +14,12 @@ import secrets
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import anyio
 import psutil  # type: ignore[import-untyped, unused-ignore]  # no stubs installed
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from bxcore import wire
+from bxcore import mcp_state, wire
 from bxcore.client import Client, ProtocolError, Unreachable
 from bxcore.client import Request as Message
 from bxcore.home import Home
@@ -299,7 +300,8 @@ class Backend:
             row = as_json(info)
             row.update(usage(info.pid))
             rows.append(row)
-        return JSONResponse({"sandbox": report.sandbox, "services": rows})
+        mcp = await anyio.to_thread.run_sync(mcp_servers, self.home)
+        return JSONResponse({"sandbox": report.sandbox, "services": rows, "mcp": mcp})
 
     async def restart(self, request: Request) -> Response:
         name = service_name(request)
@@ -312,6 +314,11 @@ class Backend:
         name = service_name(request)
         n = number(request, "n", 50, LOG_LINES)
         return JSONResponse({"service": name, "lines": tail(self.home.logs / f"{name}.log", n)})
+
+
+def mcp_servers(home: Home) -> list[dict[str, Any]]:
+    """The MCP servers as `bxctl mcp list` shows them (§18.3): read from the same files."""
+    return mcp_state.server_rows(home, mcp_state.configured(home))
 
 
 def service_name(request: Request) -> str:

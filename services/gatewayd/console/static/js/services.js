@@ -1,5 +1,6 @@
 // Services (SPEC §13, §12.2): each service's state, pid, uptime, restarts, memory and CPU;
-// Restart; the last lines of a log, read again every two seconds while the view is open.
+// Restart; the last lines of a log, read again every two seconds while the view is open; the
+// MCP servers (§18.3) with their tools pinned, changed and new, a changed server flagged.
 
 import { get, post } from "./api.js";
 import { $, bytes, clear, el, say, span } from "./dom.js";
@@ -34,9 +35,43 @@ async function status() {
           el("td", {}, el("button", { type: "button", "aria-label": `Restart ${service.name}`, onclick: () => restart(service.name) }, "Restart"))),
       );
     }
+    mcpServers(data.mcp || []);
     say($("#services-problem"), "");
   } catch (error) {
     say($("#services-problem"), error.message);
+  }
+}
+
+// Each MCP server as `bxctl mcp list` shows it. A flagged one (a tool changed or new since the
+// owner trusted it) is refused by brokerd until the owner trusts it again: say how.
+function mcpServers(servers) {
+  $("#mcp-servers").hidden = servers.length === 0;
+  const body = clear($("#mcp-table tbody"));
+  const flags = clear($("#mcp-flags"));
+  for (const server of servers) {
+    let state = "ok";
+    if (server.flagged) state = "changed";
+    else if (server.problem) state = server.problem;
+    else if (!server.listed) state = "not listed yet";
+    const flag = server.flagged ? el("span", { class: "flag", role: "img", "aria-label": "flagged" }, "⚑") : null;
+    body.append(
+      el("tr", { class: server.flagged ? "flagged" : null },
+        el("td", { class: "mono" }, flag, flag ? " " : null, server.name),
+        el("td", { class: server.flagged || server.problem ? "state failed" : "state running" }, state),
+        el("td", {}, String(server.running)),
+        el("td", {}, String(server.pinned)),
+        el("td", { class: "mono" }, server.changed.join(", ") || "—"),
+        el("td", { class: "mono" }, server.new.join(", ") || "—")),
+    );
+    if (server.flagged) {
+      flags.append(
+        el("li", { class: "flagged" },
+          el("span", { class: "flag", "aria-hidden": "true" }, "⚑ "),
+          el("span", { class: "mono" }, server.name),
+          ": its tools changed since you trusted them: run ",
+          el("code", {}, `bxctl mcp trust ${server.name}`)),
+      );
+    }
   }
 }
 
