@@ -10,6 +10,8 @@ inside its sandbox: `python mcp_servers.py KIND [FOLDER]`.
 - `hanging`: `echo`, and `hang`, which never answers; `hanging-start` never initializes.
 - `memory`: `remember` and `recall`, held in the process's memory (per-session servers).
 - `prober FOLDER`: `read_path` and `connect` try to reach what is outside their sandbox.
+- `slow FOLDER`: `work`, which writes `start TAG` to FOLDER/runs.log, takes 2 s, then writes
+  `end TAG` (a call a brokerd crash can interrupt: did it run twice?); `quick` answers at once.
 """
 
 from __future__ import annotations
@@ -151,6 +153,27 @@ def prober() -> MCPServer:
     return server
 
 
+def slow(folder: Path) -> MCPServer:
+    server = MCPServer("fake-slow")
+
+    def note(line: str) -> None:
+        with open(folder / "runs.log", "a", encoding="utf-8") as runs:
+            runs.write(line + "\n")
+
+    @server.tool(description="Do a slow piece of work that leaves a trace.")
+    def work(tag: str) -> str:
+        note(f"start {tag}")
+        time.sleep(2)
+        note(f"end {tag}")
+        return f"done {tag}"
+
+    @server.tool(description="Answer at once.")
+    def quick(text: str) -> str:
+        return text
+
+    return server
+
+
 def main() -> None:
     kind = sys.argv[1]
     folder = Path(sys.argv[2]) if len(sys.argv) > 2 else Path("/tmp")
@@ -164,6 +187,7 @@ def main() -> None:
         "hanging": hanging,
         "memory": memory,
         "prober": prober,
+        "slow": lambda: slow(folder),
     }
     servers[kind]().run("stdio")
 
