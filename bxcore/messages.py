@@ -213,6 +213,38 @@ class State:
     label: Label
 
 
+MCP_TOOL_NAME = re.compile(r"mcp__[a-zA-Z0-9_-]{1,59}")  # §18.4: `mcp__<server>__<tool>`
+McpToolName = Annotated[
+    str,
+    Text(5, 64, lambda s: MCP_TOOL_NAME.fullmatch(s) is not None, "an MCP tool's model name"),
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolsQuery:
+    """loopd, at a turn's start: the MCP tools to offer the model (§18.4)."""
+
+    TYPE: ClassVar[str] = "tools_query"
+    id: RequestId
+
+
+@dataclass(frozen=True, slots=True)
+class OfferedTool:
+    """One pinned, unchanged MCP tool as the model is offered it: its pinned description, and
+    its pinned inputSchema as canonical JSON text (a JSON object)."""
+
+    name: McpToolName
+    description: str
+    input_schema: str
+
+
+@dataclass(frozen=True, slots=True)
+class Tools:
+    TYPE: ClassVar[str] = "tools"
+    id: RequestId
+    tools: tuple[OfferedTool, ...]
+
+
 # --- the admin socket (§3.6, §9, §13) --------------------------------------------------------
 
 

@@ -45,12 +45,14 @@ from bxcore.messages import (
     SupervisorStop,
     ToolRequest,
     ToolResponse,
+    Tools,
+    ToolsQuery,
     VerdictRequest,
 )
 
 # brokerd's `broker` socket: loopd's and memoryd's tool calls and label questions (§3.3).
-BrokerRequest = ToolRequest | AwaitApproval | Absorb | StateQuery
-BrokerAnswer = ToolResponse | State | Error
+BrokerRequest = ToolRequest | AwaitApproval | Absorb | StateQuery | ToolsQuery
+BrokerAnswer = ToolResponse | State | Tools | Error
 
 # brokerd's `admin` socket: the owner's side (§3.6, §9, §13).
 AdminRequest = (

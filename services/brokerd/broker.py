@@ -6,6 +6,8 @@ the call book when it was decided before (I8), else judged on the session's labe
 run and recorded again before it is answered (I1, I3). A call the owner must approve is held
 by the desk, which this socket shares with the admin socket; a `write_file` is held with its
 preview, the file read in a worker thread before the pending decision is recorded (§12.2).
+A `tools_query` is answered with the MCP tools the judge decides now (pinned and unchanged,
+§18.4): what loopd offers the model.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import functools
 import logging
 
+from bxcore import mcp_tools, wire
 from bxcore.messages import (
     Absorb,
     AuditAccept,
@@ -27,12 +30,15 @@ from bxcore.messages import (
     GrantRemove,
     GrantsReload,
     NotesQuery,
+    OfferedTool,
     Outcome,
     PendingQuery,
     State,
     StateQuery,
     ToolRequest,
     ToolResponse,
+    Tools,
+    ToolsQuery,
     VerdictRequest,
 )
 from bxcore.routes import Refusal, Route, Routes
@@ -106,6 +112,7 @@ class Broker:
             Route(AwaitApproval, desk.await_approval),
             Route(Absorb, self.absorb),
             Route(StateQuery, self.state),
+            Route(ToolsQuery, self.tools),
         )
 
     def __repr__(self) -> str:
@@ -116,6 +123,11 @@ class Broker:
 
     async def state(self, message: StateQuery) -> State | Error:
         return answer_state(self.labels, message)
+
+    async def tools(self, message: ToolsQuery) -> Tools:
+        """The MCP tools to offer (§18.4), in name order; as many as one message holds (the
+        rest are left out with a log line: a catalog that large is the owner's to trim)."""
+        return offered(message.id, self.judge.mcp())
 
     async def absorb(self, message: Absorb) -> State | Error:
         """The parent takes on the child's label (§6.4), recorded."""
@@ -177,6 +189,22 @@ class Broker:
     def _tell(self, preview: str | None, call: Call, effect: Effect) -> None:
         assert isinstance(effect, Ask), effect  # a tool call's only word to the owner's side
         self.desk.hold(call, effect, preview)
+
+
+def offered(request_id: str, catalog: mcp_tools.Catalog) -> Tools:
+    """`tools` for `catalog`: each tool's pinned description and inputSchema, cut to what one
+    message can carry."""
+    tools: list[OfferedTool] = []
+    room = wire.MAX_MESSAGE - len(wire.encode(Tools(request_id, ()))) - 1024
+    for name, tool in sorted(catalog.tools.items()):
+        offer = OfferedTool(name, tool.description, mcp_tools.canonical(tool.input_schema))
+        size = len(wire.encode(Tools(request_id, (offer,))))
+        if size > room:
+            log.warning("MCP tool %s is not offered: the tool list would not fit a message", name)
+            continue
+        room -= size
+        tools.append(offer)
+    return Tools(request_id, tuple(tools))
 
 
 async def _preview_of(judged: Decided | Unlabelled) -> str | None:

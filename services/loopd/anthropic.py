@@ -14,7 +14,6 @@ from typing import Any
 
 import httpx
 
-from bxcore.tools import ToolSpec
 from services.loopd.http_client import (
     answered_error,
     invalid,
@@ -27,13 +26,14 @@ from services.loopd.http_provider import HttpProvider
 from services.loopd.model import (
     Assistant,
     Message,
+    Offer,
     Reply,
     ToolCall,
     ToolResult,
     User,
 )
 from services.loopd.replies import clean, tool_calls
-from services.loopd.schemas import tool_schema
+from services.loopd.schemas import offer_schema
 
 VERSION = "2023-06-01"
 MAX_TOKENS = 4096
@@ -44,10 +44,10 @@ def messages_url(base_url: str) -> str:
     return f"{base}/messages" if base.endswith("/v1") else f"{base}/v1/messages"
 
 
-def tool_list(specs: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+def tool_list(specs: Sequence[Offer]) -> list[dict[str, Any]]:
     """`tools` as the Messages API takes them."""
     return [
-        {"name": spec.name, "description": spec.description, "input_schema": tool_schema(spec)}
+        {"name": spec.name, "description": spec.description, "input_schema": offer_schema(spec)}
         for spec in specs
     ]
 
@@ -100,7 +100,7 @@ def request_body(
     model: str,
     system: str,
     messages: Sequence[Message],
-    tools: Sequence[ToolSpec],
+    tools: Sequence[Offer],
     *,
     stream: bool = False,
 ) -> dict[str, Any]:
@@ -249,7 +249,7 @@ class AnthropicModel(HttpProvider):
         return headers
 
     def _body(
-        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec], stream: bool
+        self, system: str, messages: Sequence[Message], tools: Sequence[Offer], stream: bool
     ) -> dict[str, Any]:
         return request_body(self.config.model, system, messages, tools, stream=stream)
 

@@ -13,9 +13,8 @@ import anyio
 import httpx
 
 from bxcore.config import ModelConfig
-from bxcore.tools import ToolSpec
 from services.loopd.http_client import BACKOFF_S, HttpClient, Sleep, key_note, read_json, read_key
-from services.loopd.model import Message, ModelError, Reply
+from services.loopd.model import Message, ModelError, Offer, Reply
 
 
 class HttpProvider:
@@ -42,7 +41,7 @@ class HttpProvider:
         return f"<{type(self).__name__} {self.config.model!r} at {self.url}, {key}, {mode}>"
 
     async def complete(
-        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        self, system: str, messages: Sequence[Message], tools: Sequence[Offer]
     ) -> Reply:
         if self._key_problem is not None:
             raise ModelError(self._key_problem)
@@ -72,7 +71,7 @@ class HttpProvider:
         raise NotImplementedError
 
     def _body(
-        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec], stream: bool
+        self, system: str, messages: Sequence[Message], tools: Sequence[Offer], stream: bool
     ) -> dict[str, Any]:
         raise NotImplementedError
 

@@ -7,11 +7,24 @@ The providers live in `openai`, `anthropic` and `scripted`; `providers.make_mode
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from bxcore.tools import ToolSpec
+
+
+@dataclass(frozen=True, slots=True)
+class McpTool:
+    """A tool of an MCP server as brokerd offers it (§18.4): `mcp__<server>__<tool>`, with the
+    description and inputSchema the owner pinned, given to the model as they are."""
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+
+
+Offer = ToolSpec | McpTool  # a built-in tool (its schema generated) or an MCP one
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +77,7 @@ class ModelError(Exception):
 
 class Model(Protocol):
     async def complete(
-        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        self, system: str, messages: Sequence[Message], tools: Sequence[Offer]
     ) -> Reply:
         """The model's next answer to `messages` (oldest first); raises only `ModelError`."""
         ...

@@ -14,7 +14,6 @@ from typing import Any
 
 import httpx
 
-from bxcore.tools import ToolSpec
 from services.loopd.http_client import (
     answered_error,
     invalid,
@@ -27,15 +26,16 @@ from services.loopd.http_provider import HttpProvider
 from services.loopd.model import (
     Assistant,
     Message,
+    Offer,
     Reply,
     ToolResult,
     User,
 )
 from services.loopd.replies import clean, tool_calls
-from services.loopd.schemas import tool_schema
+from services.loopd.schemas import offer_schema
 
 
-def tool_list(specs: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+def tool_list(specs: Sequence[Offer]) -> list[dict[str, Any]]:
     """`tools` as chat completions takes them."""
     return [
         {
@@ -43,7 +43,7 @@ def tool_list(specs: Sequence[ToolSpec]) -> list[dict[str, Any]]:
             "function": {
                 "name": spec.name,
                 "description": spec.description,
-                "parameters": tool_schema(spec),
+                "parameters": offer_schema(spec),
             },
         }
         for spec in specs
@@ -80,7 +80,7 @@ def request_body(
     model: str,
     system: str,
     messages: Sequence[Message],
-    tools: Sequence[ToolSpec],
+    tools: Sequence[Offer],
     *,
     stream: bool = False,
 ) -> dict[str, Any]:
@@ -254,7 +254,7 @@ class OpenAIModel(HttpProvider):
         return {"authorization": f"Bearer {key}"} if key is not None else {}
 
     def _body(
-        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec], stream: bool
+        self, system: str, messages: Sequence[Message], tools: Sequence[Offer], stream: bool
     ) -> dict[str, Any]:
         return request_body(self.config.model, system, messages, tools, stream=stream)
 

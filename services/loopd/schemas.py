@@ -1,14 +1,22 @@
 """The JSON Schema of each tool's arguments, generated from `bxcore.tools` (SPEC §4.5, §10.1).
 
+An MCP tool's schema is the one its owner pinned (§18.4), passed through unchanged.
 Pure: no I/O. Nothing here names a tool: a tool added to `bxcore.tools` gets its schema here.
 The schema only guides the model; brokerd's `parse` is the judge of every argument string.
 """
 
 from __future__ import annotations
 
+import json
+import logging
+from collections.abc import Sequence
 from typing import Any
 
+from bxcore.messages import OfferedTool
 from bxcore.tools import Field, Kind, ToolSpec, Variant
+from services.loopd.model import McpTool, Offer
+
+log = logging.getLogger("loopd")
 
 #: The JSON type of each kind of field (a path and a URL are strings the broker checks).
 JSON_TYPES: dict[Kind, str] = {
@@ -17,6 +25,29 @@ JSON_TYPES: dict[Kind, str] = {
     Kind.URL: "string",
     Kind.INT: "integer",
 }
+
+
+def offer_schema(tool: Offer) -> dict[str, Any]:
+    """The schema a tool is offered with: a built-in's generated, an MCP tool's as pinned."""
+    if isinstance(tool, ToolSpec):
+        return tool_schema(tool)
+    return dict(tool.input_schema)
+
+
+def mcp_tools(offered: Sequence[OfferedTool]) -> list[McpTool]:
+    """brokerd's `tools` as the model is offered them; one whose schema is not a JSON object
+    (brokerd never sends one) is left out with a log line."""
+    tools: list[McpTool] = []
+    for tool in offered:
+        try:
+            schema = json.loads(tool.input_schema)
+        except (ValueError, RecursionError):
+            schema = None
+        if not isinstance(schema, dict):
+            log.warning("MCP tool %s is not offered: its schema is not a JSON object", tool.name)
+            continue
+        tools.append(McpTool(tool.name, tool.description, schema))
+    return tools
 
 
 def tool_schema(spec: ToolSpec) -> dict[str, Any]:

@@ -11,10 +11,10 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from bxcore.tools import ToolSpec
 from services.loopd.model import (
     Message,
     ModelError,
+    Offer,
     Reply,
     ToolResult,
     User,
@@ -131,7 +131,7 @@ class ScriptedModel:
         return f"<ScriptedModel {self.source} at answer {self.next + 1} of {len(self.answers)}>"
 
     async def complete(
-        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        self, system: str, messages: Sequence[Message], tools: Sequence[Offer]
     ) -> Reply:
         if self.problem is not None:
             raise ModelError(self.problem)

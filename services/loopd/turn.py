@@ -2,6 +2,8 @@
 one, and what comes back is what the model reads next; until it answers without a call or
 `max_steps` is reached. Every step is in the session's history before the next begins, so a
 turn cut off by a crash resumes where it was, re-sending open calls with their ids (§10.6).
+The model is offered the built-in tools and the MCP tools brokerd decides now, asked once at
+the turn's start (§18.4).
 
 The owner may stop a running turn (`cancel`, §12.2): its model request or its wait on brokerd
 is abandoned, every call left without a result reads `CANCELLED_RESULT`, and the turn, and
@@ -45,6 +47,8 @@ from bxcore.messages import (
     ToolPending,
     ToolRequest,
     ToolResponse,
+    Tools,
+    ToolsQuery,
     TurnEnd,
     TurnError,
     TurnEvent,
@@ -59,7 +63,8 @@ from services.loopd.history import (
     ToolResultRecord,
     encode,
 )
-from services.loopd.model import Model, ModelError
+from services.loopd.model import Model, ModelError, Offer
+from services.loopd.schemas import mcp_tools
 from services.loopd.tools import (
     CANCELLED_RESULT,
     CallResult,
@@ -175,7 +180,8 @@ class Turns:
         depth = depth_of(session.session)
         loop = self.config.loop
         system = loop.system_prompt if depth == 0 else loop.subagent_prompt
-        tools = [*BROKERED.values(), *([SPAWN] if depth < loop.max_depth else [])]
+        builtins: list[Offer] = [*BROKERED.values(), *([SPAWN] if depth < loop.max_depth else [])]
+        tools: list[Offer] | None = None  # asked of brokerd before the model is first asked
         final = session.final_answer(turn)
         if final is not None:  # the model had answered: only the turn's end is missing
             text, shown = final
@@ -191,6 +197,8 @@ class Turns:
                 if step >= loop.max_steps:
                     self.emit(session, turn, TurnEnd(EndReason.MAX_STEPS))
                     return session.last_text(turn)
+                if tools is None:
+                    tools = [*builtins, *await self._mcp_tools()]
                 try:
                     reply = await self.model.complete(system, session.transcript(turn), tools)
                 except ModelError as error:
@@ -298,6 +306,21 @@ class Turns:
         if isinstance(answer, Error):
             return Failed(f"brokerd refused the request: {answer.message}")
         return Failed(f"brokerd answered {type(answer).__name__}")
+
+    async def _mcp_tools(self) -> list[Offer]:
+        """The MCP tools brokerd decides now (§18.4); none when it does not take the question
+        (its refusal is logged)."""
+        client = self._broker()
+        try:
+            answer = await client.request(ToolsQuery(_rid()), timeout=10.0, tries=3)
+        except (Unreachable, ProtocolError) as error:
+            raise BrokerGone(f"brokerd is not reachable, so the turn stops: {error}") from None
+        finally:
+            client.close()
+        if not isinstance(answer, Tools):
+            log.warning("brokerd offered no MCP tools: it answered %r", answer)
+            return []
+        return [*mcp_tools(answer.tools)]
 
     async def _spawn(self, parent: SessionLog, turn: int, call: Call, depth: int) -> CallResult:
         """A sub-agent's turn; its answer reaches the parent only after `absorb` (§6.4)."""

@@ -30,12 +30,13 @@ from bxcore.messages import (
     ToolPending,
     ToolRequest,
     ToolResponse,
+    Tools,
+    ToolsQuery,
     TurnEnd,
     TurnEvent,
 )
-from bxcore.tools import ToolSpec
 from services.loopd.history import SessionLog
-from services.loopd.model import Message, Reply, ToolCall, ToolResult, User
+from services.loopd.model import Message, Offer, Reply, ToolCall, ToolResult, User
 from services.loopd.sessions import Sessions
 from services.loopd.tools import CANCELLED_RESULT
 from services.loopd.turn import Turns
@@ -55,7 +56,7 @@ class Model:
         self.asked = anyio.Event()  # a request is in flight
 
     async def complete(
-        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        self, system: str, messages: Sequence[Message], tools: Sequence[Offer]
     ) -> Reply:
         self.requests.append(list(messages))
         self.asked.set()
@@ -79,7 +80,8 @@ class Model:
 
 class Broker:
     """brokerd: a read_file either hangs (`hang`), or is pending and its approval never comes
-    (`pending`), or is done; `absorb` is taken."""
+    (`pending`), or is done; `absorb` is taken; no MCP tools. `closed` counts the clients
+    closed after a tool call (not after the turn's `tools_query`)."""
 
     def __init__(self, how: str) -> None:
         self.how = how
@@ -88,6 +90,8 @@ class Broker:
 
     async def request(self, message: Any, **_: Any) -> Any:
         self.sent.append(message)
+        if isinstance(message, ToolsQuery):
+            return Tools(message.id, ())
         if isinstance(message, Absorb):
             return State(message.id, message.session, Label(DataClass.PUBLIC, False))
         if isinstance(message, ToolRequest) and self.how == "pending":
@@ -99,7 +103,8 @@ class Broker:
         )
 
     def close(self) -> None:
-        self.closed += 1
+        if not isinstance(self.sent[-1], ToolsQuery):
+            self.closed += 1
 
 
 class Box:

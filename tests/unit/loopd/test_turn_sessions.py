@@ -22,11 +22,12 @@ from bxcore.messages import (
     State,
     ToolCalled,
     ToolDone,
+    Tools,
+    ToolsQuery,
     TurnEnd,
     TurnEvent,
 )
-from bxcore.tools import ToolSpec
-from services.loopd.model import Message, Reply, ToolCall, ToolResult, User
+from services.loopd.model import Message, Offer, Reply, ToolCall, ToolResult, User
 from services.loopd.sessions import Sessions
 from services.loopd.turn import Turns
 
@@ -43,7 +44,7 @@ class Model:
         self.one_copy: list[bool] = []
 
     async def complete(
-        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        self, system: str, messages: Sequence[Message], tools: Sequence[Offer]
     ) -> Reply:
         first = messages[0]
         assert isinstance(first, User)
@@ -62,9 +63,11 @@ class Model:
 
 
 class Broker:
-    """Takes every `absorb`; nothing else is asked of it here."""
+    """Takes every `absorb`, and offers no MCP tools; nothing else is asked of it here."""
 
-    async def request(self, message: Any, **_: Any) -> State:
+    async def request(self, message: Any, **_: Any) -> State | Tools:
+        if isinstance(message, ToolsQuery):
+            return Tools(message.id, ())
         assert isinstance(message, Absorb)
         return State(message.id, message.session, Label(DataClass.PUBLIC, False))
 
@@ -125,7 +128,7 @@ class Spawner:
         self.child_says = child_says
 
     async def complete(
-        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        self, system: str, messages: Sequence[Message], tools: Sequence[Offer]
     ) -> Reply:
         first, last = messages[0], messages[-1]
         assert isinstance(first, User)
