@@ -21,6 +21,7 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
@@ -179,7 +180,7 @@ def main() -> None:
     folder = Path(sys.argv[2]) if len(sys.argv) > 2 else Path("/tmp")
     if kind == "hanging-start":
         time.sleep(3600)
-    servers = {
+    servers: dict[str, Callable[[], MCPServer]] = {
         "mailbox": lambda: mailbox(folder),
         "rugpull": lambda: rugpull(folder),
         "poisoned": poisoned,
