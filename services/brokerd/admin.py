@@ -41,6 +41,7 @@ from bxcore.messages import (
     State,
     StateQuery,
     ToolRequest,
+    ToolsQuery,
     Verdict,
     VerdictRequest,
     short,
@@ -61,7 +62,7 @@ from services.brokerd.verify import LedgerUnreadable, verify_file
 REFUSAL = Refusal(
     "the admin socket does not take {type}",
     elsewhere=dict.fromkeys(
-        (ToolRequest, AwaitApproval, Absorb), "this belongs on the broker socket"
+        (ToolRequest, AwaitApproval, Absorb, ToolsQuery), "this belongs on the broker socket"
     ),
 )
 MAX_RECORDS_BYTES = MAX_MESSAGE - 64 * 1024

@@ -8,7 +8,8 @@ import json
 
 from bxcore import wire
 from bxcore.mcp_tools import Catalog, ToolDef
-from bxcore.messages import OfferedTool, Tools
+from bxcore.messages import Error, ErrorCode, OfferedTool, Tools, ToolsQuery
+from services.brokerd.admin import REFUSAL
 from services.brokerd.broker import offered
 
 SCHEMA = {"type": "object", "required": ["to"], "properties": {"to": {"type": "string"}}}
@@ -48,3 +49,9 @@ def test_a_list_too_large_for_one_message_is_cut_and_still_sent() -> None:
     assert 1 <= len(tools.tools) < 5
     assert len(wire.encode(tools)) <= wire.MAX_MESSAGE
     assert json.loads(tools.tools[0].input_schema) == big
+
+
+def test_the_admin_socket_sends_the_question_to_the_broker_socket() -> None:
+    assert REFUSAL.answer(ToolsQuery("r1")) == Error(
+        "r1", ErrorCode.WRONG_SOCKET, "this belongs on the broker socket"
+    )
