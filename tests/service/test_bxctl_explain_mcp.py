@@ -44,7 +44,7 @@ def test_explain_decides_mcp_calls_as_brokerd_would_and_runs_nothing(
     mailbox: tuple[Path, Any], short_tmp: Path
 ) -> None:
     home, brokerd = mailbox
-    wait_listed(home, "mail")
+    wait_listed(home, "mail", timeout=60)  # a loaded CI machine starts the probe slowly
     unpinned = explain(home, "s1", "mcp__mail__read_inbox", {"folder": "in"})
     assert unpinned["verdict"] == "denied" and unpinned["reason"] == "unknown_tool"
     trust(home, "mail")
