@@ -980,7 +980,7 @@ def test_mcp_servers_are_flagged_in_services_and_an_mcp_sink_waits_with_every_ar
     with box_up(before_up=with_mailbox) as box:
         console = console_of(box)
         with console.client() as owner:
-            wait_listed(box.home, "mail")
+            wait_listed(box.home, "mail", timeout=60)
 
             def server() -> dict[str, Any]:
                 found: list[dict[str, Any]] = owner.get("/api/services").json()["mcp"]
