@@ -102,8 +102,6 @@ def _hosts(value: list[Any]) -> str | None:
     for host in value:
         if not isinstance(host, str) or not _host_pattern(host):
             return f"{show(host)}: expected a host name such as api.example.com, or *.base"
-    if value:  # refused, not ignored: the owner must not believe a server reaches them
-        return "not supported yet: MCP servers have no network (leave hosts empty)"
     return None
 
 
@@ -122,8 +120,8 @@ MCP_KEYS: tuple[Key, ...] = (
     Key("mcp", "ro_paths", Kind.LIST, (), PATHS,
         "Host paths bound read-only into the server's sandbox."),
     Key("mcp", "hosts", Kind.LIST, (), Check("host names, or *.base patterns", _hosts),
-        "Hosts the server may reach (HTTPS, through the fetch proxy). Not supported yet: "
-        "it must be empty, and a server has no network."),
+        "Hosts the server may reach (HTTPS on port 443, through its own CONNECT proxy, as "
+        "HTTPS_PROXY); none by default: no network at all."),
     Key("mcp", "per_session", Kind.BOOLEAN, True, BOOLEAN,
         "One server process per session (true), so nothing it holds reaches another "
         "session; false: one process shared by all."),

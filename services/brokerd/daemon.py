@@ -225,7 +225,8 @@ async def serve(ctx: Context) -> None:
     def memoryd() -> Client:
         return Client(ctx.zmq, memory, name="memoryd", timeout=5.0, tries=2)
 
-    mcp = McpRunner(config.mcp, host, home, sandboxed=config.sandbox.mode == "bwrap")
+    sandboxed = config.sandbox.mode == "bwrap"
+    mcp = McpRunner(config.mcp, host, home, sandboxed=sandboxed, pins=config.sandbox.fetch_pins)
     courier = Courier(config.sandbox, host, memoryd, home.run_dir, cgroups, mcp)
     # The shared pieces first, then the handlers that use them: none reaches into another.
     labels = StateStore(home.state_broker)

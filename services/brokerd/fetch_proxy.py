@@ -125,6 +125,19 @@ async def _read_head(stream: Stream) -> tuple[bytes, bytes]:
             raise Refused("the connection closed before a whole request head") from None
 
 
+def requested_host(head: bytes) -> str:
+    """The host of a request line that is exactly `CONNECT host:443 HTTP/1.x`; Refused
+    otherwise."""
+    line = head.split(b"\r\n", 1)[0].decode("ascii", "replace")
+    parts = line.split(" ")
+    if len(parts) != 3 or parts[0] != "CONNECT" or not parts[2].startswith("HTTP/1."):
+        raise Refused(f"not a CONNECT request: {line[:80]!r}")
+    host, colon, port = parts[1].rpartition(":")
+    if not colon or port != "443" or not host:
+        raise Refused(f"only port 443 may be reached, not {parts[1][:80]}")
+    return host
+
+
 def target_of(head: bytes, host: str) -> None:
     """Check the request line is exactly `CONNECT host:443 HTTP/1.x`; Refused otherwise."""
     line = head.split(b"\r\n", 1)[0].decode("ascii", "replace")
@@ -133,6 +146,36 @@ def target_of(head: bytes, host: str) -> None:
         raise Refused(f"not a CONNECT request: {line[:80]!r}")
     if parts[1] != f"{host}:443":
         raise Refused(f"this call may reach only {host}:443, not {parts[1][:80]}")
+
+
+def host_allowed(host: str, patterns: tuple[str, ...]) -> bool:
+    """Whether `host` is one of `patterns` (`[[mcp]] hosts`): a name exactly, or `*.base`
+    for any name under base (not base itself). Case does not matter; a trailing dot does."""
+    name = host.lower()
+    for pattern in patterns:
+        wanted = pattern.lower()
+        if wanted.startswith("*."):
+            if name.endswith(wanted[1:]) and len(name) > len(wanted) - 1:
+                return True
+        elif name == wanted:
+            return True
+    return False
+
+
+async def address_of(host: str, pins: Mapping[str, str], resolver: Resolver) -> tuple[str, int]:
+    """Where a tunnel to `host`:443 goes: its pin, else its first public address."""
+    pin = pins.get(host)
+    if pin is not None:
+        return parse_pin(pin)
+    try:
+        addresses = await resolver(host, 443)
+    except OSError as error:
+        raise Refused(f"{host} does not resolve: {error}") from None
+    usable = [a for a in addresses if public(a)]
+    if not usable:
+        shown = ", ".join(addresses[:3]) or "nothing"
+        raise Refused(f"{host} resolves to {shown}, which is not a public address")
+    return usable[0], 443
 
 
 class OneTunnel:
@@ -209,18 +252,7 @@ class OneTunnel:
                 tasks.start_soon(_pump, upstream, client, tasks.cancel_scope)
 
     async def _address(self) -> tuple[str, int]:
-        pin = self._pins.get(self.host)
-        if pin is not None:
-            return parse_pin(pin)
-        try:
-            addresses = await self._resolver(self.host, 443)
-        except OSError as error:
-            raise Refused(f"{self.host} does not resolve: {error}") from None
-        usable = [a for a in addresses if public(a)]
-        if not usable:
-            shown = ", ".join(addresses[:3]) or "nothing"
-            raise Refused(f"{self.host} resolves to {shown}, which is not a public address")
-        return usable[0], 443
+        return await address_of(self.host, self._pins, self._resolver)
 
 
 async def _answer(client: Stream, status: bytes, why: str) -> None:

@@ -14,7 +14,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -43,6 +43,7 @@ from bxcore.report import Report
 from services.brokerd import mcp_result, mcp_sandbox
 from services.brokerd.core.mcp_args import McpArgs
 from services.brokerd.core.policy import Allowed
+from services.brokerd.mcp_proxy import HostsProxy
 from services.brokerd.sandbox import Host
 
 log = logging.getLogger(__name__)
@@ -91,9 +92,20 @@ class McpRunner:
         home: Home,
         *,
         sandboxed: bool,
+        pins: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.servers = {server.name: server for server in servers}
+        self.proxies = {  # `hosts`: each server's own egress (§18.1), started by `serve`
+            server.name: HostsProxy(
+                server.name,
+                home.run / f"mcp-{server.name}.proxy",
+                server.hosts,
+                pins=pins or {},
+            )
+            for server in servers
+            if server.hosts and sandboxed
+        }
         self.host = host
         self.home = home
         self.sandboxed = sandboxed
@@ -190,6 +202,8 @@ class McpRunner:
         try:
             async with anyio.create_task_group() as tasks:
                 self._tasks = tasks
+                for proxy in self.proxies.values():
+                    await tasks.start(proxy.serve)
                 task_status.started()
                 for name in self.servers:
                     tasks.start_soon(self._probe, name)
@@ -312,7 +326,10 @@ class McpRunner:
             return StdioServerParameters(command=argv[0], args=argv[1:], env=dict(env))
         if self.host.bwrap is None:
             raise StartFailed("sandbox unavailable: bwrap not found (install bubblewrap)")
-        argv = mcp_sandbox.command(self.host, server, program, mcp_sandbox.program_root(program))
+        proxy = self.proxies.get(server.name)
+        root = mcp_sandbox.program_root(program)
+        where = str(proxy.path) if proxy is not None else None
+        argv = mcp_sandbox.command(self.host, server, program, root, proxy=where)
         argv[0] = self.host.bwrap
         return StdioServerParameters(command=argv[0], args=argv[1:], env={})
 

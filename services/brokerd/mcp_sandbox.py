@@ -1,7 +1,8 @@
 """The sandbox of an MCP server (SPEC §18.2): the `bwrap` command that runs one `[[mcp]]`
 entry with the §8.2 profile — fresh namespaces, no network, no capability, the system folders
 read-only — plus exactly the entry's `paths` (read-write) and `ro_paths` (read-only), and the
-installation the server's program lives in (read-only).
+installation the server's program lives in (read-only). With `hosts`, its proxy's socket and
+`mcp_bridge` too, which offers that socket on the sandbox's loopback as HTTPS_PROXY.
 
 Pure: `command` builds the argument vector from the entry, the host and the program's place,
 found by the shell (`program_root`). The server's standard input and output are the MCP pipe.
@@ -20,13 +21,25 @@ from services.brokerd.sandbox import MIB, Host, mounts
 HOME_INSIDE = "/tmp"
 PATH_INSIDE = "/usr/local/bin:/usr/bin:/bin"
 TMP_MB = 256
+BX_INSIDE = "/run/bx"
+PROXY_INSIDE = f"{BX_INSIDE}/proxy.sock"
+BRIDGE_INSIDE = f"{BX_INSIDE}/mcp_bridge.py"
+BRIDGE_PORT = 3128  # on the sandbox's own loopback: no other process shares it
+BRIDGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mcp_bridge.py")
 
 
-def environment(server: McpServer, program_dir: str | None) -> dict[str, str]:
-    """Exactly the entry's `env`, plus PATH, HOME and LANG (§18.1). The program's own folder
-    comes first on PATH, so that a console script finds its siblings."""
+def environment(
+    server: McpServer, program_dir: str | None, *, proxied: bool = False
+) -> dict[str, str]:
+    """Exactly the entry's `env`, plus PATH, HOME and LANG (§18.1), and the proxy's address
+    when it has `hosts`. The program's own folder comes first on PATH, so that a console
+    script finds its siblings."""
     path = PATH_INSIDE if program_dir is None else f"{program_dir}:{PATH_INSIDE}"
-    return {**dict(server.env), "PATH": path, "HOME": HOME_INSIDE, "LANG": "C.UTF-8"}
+    env = {**dict(server.env), "PATH": path, "HOME": HOME_INSIDE, "LANG": "C.UTF-8"}
+    if proxied:
+        proxy = f"http://127.0.0.1:{BRIDGE_PORT}"
+        env.update(HTTPS_PROXY=proxy, https_proxy=proxy)
+    return env
 
 
 def command(
@@ -35,10 +48,12 @@ def command(
     program: str,
     installation: str | None,
     seccomp_fd: int = -1,
+    proxy: str | None = None,
 ) -> list[str]:
     """bwrap, then the server's argv with `program` (its resolved argv[0]) first.
     `installation`: a folder bound read-only because the program lives there (a virtual
-    environment), or None."""
+    environment), or None. `proxy`: the socket of its `HostsProxy` (it has `hosts`): bound
+    read-only with the bridge, which then runs the server."""
     assert host.bwrap is not None
     binds: list[tuple[str, list[str]]] = [("/usr", ["--ro-bind", "/usr", "/usr"])]
     binds += [(folder, ["--ro-bind", folder, folder]) for folder in host.folders]
@@ -52,6 +67,10 @@ def command(
     # The owner's paths are named in config.toml, never by the model; bound by name.
     binds += [(path, ["--ro-bind-try", path, path]) for path in server.ro_paths]
     binds += [(path, ["--bind-try", path, path]) for path in server.paths]
+    if proxy is not None:
+        binds.append(("/etc/ssl/certs", ["--ro-bind-try", "/etc/ssl/certs", "/etc/ssl/certs"]))
+        binds.append((PROXY_INSIDE, ["--ro-bind", proxy, PROXY_INSIDE]))
+        binds.append((BRIDGE_INSIDE, ["--ro-bind", BRIDGE, BRIDGE_INSIDE]))
     binds.sort(key=lambda item: 0 if item[0] == "/" else item[0].count("/"))
     argv = [host.name or host.bwrap, "--unshare-all", "--unshare-user", "--disable-userns"]
     if host.drop_to is not None:  # brokerd is root: the server runs as the tool user
@@ -61,10 +80,15 @@ def command(
         argv += ["--seccomp", str(seccomp_fd)]
     argv += mounts(binds)
     argv += ["--remount-ro", "/"]
-    for key, value in sorted(environment(server, _folder(program)).items()):
+    env = environment(server, _folder(program), proxied=proxy is not None)
+    for key, value in sorted(env.items()):
         argv += ["--setenv", key, value]
     argv += ["--chdir", server.paths[0] if server.paths else HOME_INSIDE]
-    return [*argv, "--", program, *server.command[1:]]
+    argv.append("--")
+    if proxy is not None:
+        bridge = [host.python, "-I", "-S", BRIDGE_INSIDE, PROXY_INSIDE, str(BRIDGE_PORT), "--"]
+        argv += bridge
+    return [*argv, program, *server.command[1:]]
 
 
 def _folder(program: str) -> str | None:

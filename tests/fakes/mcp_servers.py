@@ -9,7 +9,8 @@ inside its sandbox: `python mcp_servers.py KIND [FOLDER]`.
 - `crashing`: `echo`, and `crash`, which ends the process mid-call.
 - `hanging`: `echo`, and `hang`, which never answers; `hanging-start` never initializes.
 - `memory`: `remember` and `recall`, held in the process's memory (per-session servers).
-- `prober FOLDER`: `read_path` and `connect` try to reach what is outside their sandbox.
+- `prober FOLDER`: `read_path`, `connect` and `https_get` try to reach what is outside their
+  sandbox (`https_get` through HTTPS_PROXY: the entry's `hosts`).
 - `slow FOLDER`: `work`, which writes `start TAG` to FOLDER/runs.log, takes 2 s, then writes
   `end TAG` (a call a brokerd crash can interrupt: did it run twice?); `quick` answers at once.
 """
@@ -150,6 +151,16 @@ def prober() -> MCPServer:
         except OSError as error:
             raise ToolError(f"cannot connect to {host}:{port}: {error}") from None
         return "connected"
+
+    @server.tool(description="GET an https URL (through HTTPS_PROXY when it is set).")
+    def https_get(url: str) -> str:
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(url, timeout=10) as answer:
+                return f"{answer.status} {answer.read().decode()}"
+        except OSError as error:
+            raise ToolError(f"cannot get {url}: {error}") from None
 
     return server
 
