@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from bench import broker, console, loop, scale, startup
+from bench import broker, console, loop, mcp, scale, startup
 
 BENCHMARKS: dict[str, Callable[[], None]] = {
     "decision": broker.decision,
@@ -15,6 +15,7 @@ BENCHMARKS: dict[str, Callable[[], None]] = {
     "startup": startup.startup,
     "scale": scale.scale,
     "console": console.console,
+    "mcp": mcp.mcp,
 }
 
 
