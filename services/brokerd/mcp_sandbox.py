@@ -73,7 +73,9 @@ def command(
         binds.append((BRIDGE_INSIDE, ["--ro-bind", BRIDGE, BRIDGE_INSIDE]))
     binds.sort(key=lambda item: 0 if item[0] == "/" else item[0].count("/"))
     argv = [host.name or host.bwrap, "--unshare-all", "--unshare-user", "--disable-userns"]
-    if host.drop_to is not None:  # brokerd is root: the server runs as the tool user
+    # brokerd is root: the uid the server sees. bwrap still maps it to host uid 0 (no
+    # capability): a real drop needs the map written from outside (docs/issue-13-status.md 7).
+    if host.drop_to is not None:
         argv += ["--uid", str(host.drop_to[0]), "--gid", str(host.drop_to[1])]
     argv += ["--cap-drop", "ALL", "--die-with-parent", "--new-session", "--clearenv"]
     if seccomp_fd >= 0:
