@@ -33,7 +33,7 @@ from bench.stats import save, show, summary, verdict
 from bxcore import wire
 from bxcore.config import SandboxConfig, parse_config
 from bxcore.home import Home
-from bxcore.messages import Done, ToolRequest, ToolResponse
+from bxcore.messages import Denied, Done, ToolRequest, ToolResponse
 from bxctl import mcp_pins
 from services.brokerd import mcp_sandbox
 from services.brokerd.daemon import sandbox_host
@@ -53,8 +53,9 @@ def _config(folder: Path) -> str:
 
 
 def _grants(home: Home) -> None:
-    for server in ("echo", "own"):
-        grant = f'tool = "mcp__{server}__*"\nmode = "allow"\nkind = "both"\nuntrusted = false\n'
+    for server in ("echo", "own"):  # `hang` has no grant: a denied call, recorded
+        grant = f'tool = "mcp__{server}__echo"\nmode = "allow"\nkind = "both"\n'
+        grant += "untrusted = false\n"
         (home.root / "grants" / f"{server}.toml").write_text(grant)
 
 
@@ -85,8 +86,12 @@ def _parameters(home: Home, sandboxed: bool) -> StdioServerParameters:
 
 
 def _request(tool: str, text: str, session: str) -> ToolRequest:
+    return ToolRequest(*_ids_of(session), tool, json.dumps({"text": text}))
+
+
+def _ids_of(session: str) -> tuple[str, str, str]:
     n = next(_ids)
-    return ToolRequest(f"r{n}", session, f"c{n}", tool, json.dumps({"text": text}))
+    return f"r{n}", session, f"c{n}"
 
 
 def mcp(repeat: int = 300, warmup: int = 20, starts: int = 15) -> None:
@@ -106,6 +111,7 @@ def mcp(repeat: int = 300, warmup: int = 20, starts: int = 15) -> None:
     show("append + fsync", fsync)
     show("direct call over stdio (same sandbox)", direct)
     show("brokered call (shared server, started)", ours)
+    show("brokered denied call (decided, recorded)", figures["denied"])
     show("server start, bare", bare)
     show("server start, in its bwrap", boxed)
     show("brokered first call of a session (starts one)", first)
@@ -143,7 +149,12 @@ async def _measure(
         assert isinstance(answer, ToolResponse) and isinstance(answer.outcome, Done), answer
         assert answer.outcome.output == "ping", answer
 
-    samples: dict[str, list[float]] = {"direct": [], "brokered": [], "fsync": []}
+    def denied() -> None:
+        dealer.send(wire.encode(ToolRequest(*_ids_of("bench"), "mcp__echo__hang", "{}")))
+        answer = wire.decode(dealer.recv())
+        assert isinstance(answer, ToolResponse) and isinstance(answer.outcome, Denied), answer
+
+    samples: dict[str, list[float]] = {"direct": [], "brokered": [], "denied": [], "fsync": []}
     params = _parameters(home, sandboxed=True)
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
@@ -159,8 +170,11 @@ async def _measure(
         async def fsync() -> None:
             fsync_once()
 
+        async def refused() -> None:
+            denied()
+
         actions: dict[str, Callable[[], Awaitable[None]]] = {
-            "direct": direct, "brokered": through_brokerd, "fsync": fsync,
+            "direct": direct, "brokered": through_brokerd, "denied": refused, "fsync": fsync,
         }  # fmt: skip
         for round_ in range(warmup + repeat):
             for name, action in actions.items():
