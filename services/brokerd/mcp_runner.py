@@ -331,6 +331,7 @@ class McpRunner:
         where = str(proxy.path) if proxy is not None else None
         argv = mcp_sandbox.command(self.host, server, program, root, proxy=where)
         argv[0] = self.host.bwrap
+        argv = mcp_sandbox.launched(self.host, argv)
         return StdioServerParameters(command=argv[0], args=argv[1:], env={})
 
     def _write_listing(self, name: str, listing: dict[str, ToolDef]) -> None:

@@ -26,6 +26,10 @@ PROXY_INSIDE = f"{BX_INSIDE}/proxy.sock"
 BRIDGE_INSIDE = f"{BX_INSIDE}/mcp_bridge.py"
 BRIDGE_PORT = 3128  # on the sandbox's own loopback: no other process shares it
 BRIDGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mcp_bridge.py")
+LAUNCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mcp_launch.py")
+#: A root brokerd's server starts as root in its namespace with these only, long enough for
+#: `mcp_bridge --user` to seal user namespaces and become the tool user (no capability left).
+BECOME_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_SYS_RESOURCE")
 
 
 def environment(
@@ -70,14 +74,18 @@ def command(
     if proxy is not None:
         binds.append(("/etc/ssl/certs", ["--ro-bind-try", "/etc/ssl/certs", "/etc/ssl/certs"]))
         binds.append((PROXY_INSIDE, ["--ro-bind", proxy, PROXY_INSIDE]))
+    if proxy is not None or host.drop_to is not None:
         binds.append((BRIDGE_INSIDE, ["--ro-bind", BRIDGE, BRIDGE_INSIDE]))
     binds.sort(key=lambda item: 0 if item[0] == "/" else item[0].count("/"))
-    argv = [host.name or host.bwrap, "--unshare-all", "--unshare-user", "--disable-userns"]
-    # brokerd is root: the uid the server sees. bwrap still maps it to host uid 0 (no
-    # capability): a real drop needs the map written from outside (docs/issue-13-status.md 7).
+    argv = [host.name or host.bwrap, "--unshare-all", "--unshare-user"]
     if host.drop_to is not None:
-        argv += ["--uid", str(host.drop_to[0]), "--gid", str(host.drop_to[1])]
-    argv += ["--cap-drop", "ALL", "--die-with-parent", "--new-session", "--clearenv"]
+        # brokerd is root: `mcp_launch` maps root and the tool user (bwrap alone would map the
+        # sandbox to host root, whatever --uid says); the bridge seals user namespaces (what
+        # --disable-userns does, which a caller-written map excludes) and becomes that user.
+        argv += ["--cap-drop", "ALL", *(f for cap in BECOME_CAPS for f in ("--cap-add", cap))]
+    else:
+        argv += ["--disable-userns", "--cap-drop", "ALL"]
+    argv += ["--die-with-parent", "--new-session", "--clearenv"]
     if seccomp_fd >= 0:
         argv += ["--seccomp", str(seccomp_fd)]
     argv += mounts(binds)
@@ -87,10 +95,23 @@ def command(
         argv += ["--setenv", key, value]
     argv += ["--chdir", server.paths[0] if server.paths else HOME_INSIDE]
     argv.append("--")
+    bridge: list[str] = []
+    if host.drop_to is not None:
+        bridge += ["--user", f"{host.drop_to[0]}:{host.drop_to[1]}"]
     if proxy is not None:
-        bridge = [host.python, "-I", "-S", BRIDGE_INSIDE, PROXY_INSIDE, str(BRIDGE_PORT), "--"]
-        argv += bridge
+        bridge += ["--proxy", PROXY_INSIDE, str(BRIDGE_PORT)]
+    if bridge:
+        argv += [host.python, "-I", "-S", BRIDGE_INSIDE, *bridge, "--"]
     return [*argv, program, *server.command[1:]]
+
+
+def launched(host: Host, argv: list[str]) -> list[str]:
+    """`argv` (bwrap first) as a root brokerd starts it: through `mcp_launch`, which writes the
+    user namespace's map. Unchanged when brokerd is not root."""
+    if host.drop_to is None:
+        return argv
+    uid, gid = host.drop_to
+    return [host.python, "-I", "-S", LAUNCH, str(uid), str(gid), "--", *argv]
 
 
 def _folder(program: str) -> str | None:

@@ -5,13 +5,15 @@ add and commit as sinks, the commit checked in the repository itself) and `mcp-s
 from __future__ import annotations
 
 import json
+import os
+import pwd
 import subprocess
 from pathlib import Path
 
 from bxcore.labels import DataClass, Label
 from bxcore.messages import Done, Pending
 from tests.support.brokerd import args, call
-from tests.support.daemons import init_home, running
+from tests.support.daemons import init_home, running, tool_owned
 from tests.support.mcp import VENV_BIN, entry, grant, reachable, trust
 
 
@@ -36,10 +38,7 @@ def make_repo(repo: Path) -> Path:
     git(repo, "commit", "-q", "-m", "the first note")
     (repo / "notes.md").write_text("first line\nsecond line\n")
     reachable(repo)
-    # Writable by whoever the server runs as. Not `tool_owned`: a root brokerd's bwrap maps
-    # the server's uid to host root without capabilities (its nested user namespace), so a
-    # repository given to `nobody` would be read-only to it (see docs/issue-13-status.md).
-    subprocess.run(["chmod", "-R", "a+rwX", str(repo)], check=True)
+    tool_owned(repo)  # a root brokerd's server runs as the tool user: its repository
     return repo
 
 
@@ -94,6 +93,8 @@ def test_git_add_and_commit_are_sinks_asked_when_untrusted_and_really_commit(
     assert git(repo, "show", "HEAD:notes.md") == "first line\nsecond line\n"
     assert git(repo, "status", "--porcelain") == ""
     assert git(repo, "rev-list", "--count", "HEAD").strip() == "2"  # the asked one never ran
+    if os.geteuid() == 0:  # the server ran as the tool user, not as root without capabilities
+        assert (repo / ".git" / "index").stat().st_uid == pwd.getpwnam("nobody").pw_uid
     lines = (home / "audit" / "ledger.jsonl").read_text().splitlines()
     asked_records = [r for r in map(json.loads, lines) if r.get("call") == "c2"]
     outcomes = [(r["kind"], r.get("session"), r.get("outcome")) for r in asked_records]

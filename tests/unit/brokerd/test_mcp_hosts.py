@@ -3,6 +3,8 @@ sandbox gets when it has hosts (the proxy's socket, the bridge, HTTPS_PROXY) or 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from bxcore.config_mcp import McpServer
@@ -78,7 +80,7 @@ def test_a_server_with_hosts_gets_its_proxy_the_bridge_and_https_proxy() -> None
     assert _env(argv)["HTTPS_PROXY"] == proxy and _env(argv)["https_proxy"] == proxy
     tail = argv[argv.index("--") + 1 :]
     assert tail == [
-        HOST.python, "-I", "-S", mcp_sandbox.BRIDGE_INSIDE, mcp_sandbox.PROXY_INSIDE,
+        HOST.python, "-I", "-S", mcp_sandbox.BRIDGE_INSIDE, "--proxy", mcp_sandbox.PROXY_INSIDE,
         str(mcp_sandbox.BRIDGE_PORT), "--", "/opt/srv/bin/web", "--flag",
     ]  # fmt: skip
 
@@ -89,6 +91,23 @@ def test_a_server_without_hosts_gets_no_proxy() -> None:
     assert mcp_sandbox.PROXY_INSIDE not in argv and mcp_sandbox.BRIDGE_INSIDE not in argv
     assert "HTTPS_PROXY" not in _env(argv)
     assert argv[argv.index("--") + 1 :] == ["/opt/srv/bin/git"]
+
+
+def test_a_root_brokerds_server_is_launched_mapped_and_becomes_the_tool_user() -> None:
+    root = replace(HOST, drop_to=(65534, 65534))
+    server = McpServer("git", ("/opt/srv/bin/git",))
+    argv = mcp_sandbox.command(root, server, "/opt/srv/bin/git", "/opt/srv")
+    assert "--uid" not in argv and "--disable-userns" not in argv  # the map is written for it
+    caps = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--cap-add"]
+    assert sorted(caps) == ["CAP_SETGID", "CAP_SETUID", "CAP_SYS_RESOURCE"]
+    assert argv[argv.index("--") + 1 :] == [
+        root.python, "-I", "-S", mcp_sandbox.BRIDGE_INSIDE, "--user", "65534:65534", "--",
+        "/opt/srv/bin/git",
+    ]  # fmt: skip
+    launched = mcp_sandbox.launched(root, argv)
+    assert launched[:7] == [root.python, "-I", "-S", mcp_sandbox.LAUNCH, "65534", "65534", "--"]
+    assert launched[7:] == argv
+    assert mcp_sandbox.launched(HOST, argv) == argv
 
 
 def _after(argv: list[str], source: str) -> list[str]:
