@@ -1,5 +1,9 @@
-"""Run by a root brokerd outside an MCP server's sandbox (SPEC §18.2): start bwrap so that the
-server can really become `[sandbox] user`: `python -I -S mcp_launch.py UID GID -- BWRAP ARG...`.
+"""Run by brokerd outside an MCP server's sandbox (SPEC §18.2), to start bwrap with what the
+SDK's stdio client cannot hand it, descriptors:
+`python -I -S mcp_launch.py [--map UID GID] [--seccomp FILE] -- BWRAP ARG...`.
+
+`--seccomp`: the sandbox's filter (`core.seccomp`, the toolkit's), given to bwrap's
+`--seccomp FD`. `--map` (brokerd is root): so that the server can really become the tool user.
 
 bwrap run by root maps the sandbox's uid to root's, whatever `--uid` says; so this launcher
 has bwrap wait once it made the user namespace (`--userns-block-fd`), writes the namespace's
@@ -53,31 +57,57 @@ def _child_pid(info: int) -> int | None:
     return None
 
 
+def parse(argv: list[str]) -> tuple[tuple[int, int] | None, str | None, list[str]]:
+    user: tuple[int, int] | None = None
+    seccomp: str | None = None
+    rest = list(argv)
+    while rest and rest[0] != "--":
+        if rest[0] == "--map" and len(rest) > 2:
+            user, rest = (int(rest[1]), int(rest[2])), rest[3:]
+        elif rest[0] == "--seccomp" and len(rest) > 1:
+            seccomp, rest = rest[1], rest[2:]
+        else:
+            raise ValueError(f"unknown option {rest[0]!r}")
+    if len(rest) < 2:
+        raise ValueError("usage: mcp_launch.py [--map UID GID] [--seccomp FILE] -- BWRAP ARG...")
+    return user, seccomp, rest[1:]
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) < 4 or argv[2] != "--":
-        print("usage: mcp_launch.py UID GID -- BWRAP ARG...", file=sys.stderr)
-        return 2
     _die_with_parent(os.getppid())
-    uid, gid, bwrap = int(argv[0]), int(argv[1]), argv[3:]
-    info_read, info_write = os.pipe()
-    block_read, block_write = os.pipe()
-    hold = ["--info-fd", str(info_write), "--userns-block-fd", str(block_read)]
-    process = subprocess.Popen([bwrap[0], *hold, *bwrap[1:]], pass_fds=(info_write, block_read))
-    os.close(info_write)
-    os.close(block_read)
+    try:
+        user, seccomp, bwrap = parse(argv)
+    except ValueError as error:
+        print(f"mcp_launch: {error}", file=sys.stderr)
+        return 2
+    given: list[str] = []
+    fds: list[int] = []
+    if seccomp is not None:
+        filter_fd = os.open(seccomp, os.O_RDONLY)
+        given += ["--seccomp", str(filter_fd)]
+        fds.append(filter_fd)
+    block_write = info_read = -1
+    if user is not None:
+        info_read, info_write = os.pipe()
+        block_read, block_write = os.pipe()
+        given += ["--info-fd", str(info_write), "--userns-block-fd", str(block_read)]
+        fds += [info_write, block_read]
+    process = subprocess.Popen([bwrap[0], *given, *bwrap[1:]], pass_fds=fds)
+    for fd in fds:
+        os.close(fd)
     for each in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(each, lambda number, _: process.send_signal(number))
-    pid = _child_pid(info_read)
-    if pid is not None:
-        try:
-            _map(pid, uid, gid)
-            os.write(block_write, b"1")
-        except OSError as error:
-            print(f"mcp_launch: cannot map the tool user: {error}", file=sys.stderr)
-            process.kill()
-    os.close(block_write)
+    if user is not None:
+        pid = _child_pid(info_read)
+        if pid is not None:
+            try:
+                _map(pid, *user)
+                os.write(block_write, b"1")
+            except OSError as error:
+                print(f"mcp_launch: cannot map the tool user: {error}", file=sys.stderr)
+                process.kill()
+        os.close(block_write)
     code = process.wait()
-    os.close(info_read)
     return code if code >= 0 else 128 - code
 
 

@@ -117,6 +117,7 @@ class McpRunner:
         self._listings: dict[str, dict[str, ToolDef]] = {}
         self._problems: dict[str, str] = {}
         self._catalog: tuple[tuple[object, ...], Catalog] | None = None
+        self._seccomp_written: str | None = None
 
     def __repr__(self) -> str:
         return f"McpRunner({len(self.servers)} servers, {len(self._instances)} running)"
@@ -331,8 +332,19 @@ class McpRunner:
         where = str(proxy.path) if proxy is not None else None
         argv = mcp_sandbox.command(self.host, server, program, root, proxy=where)
         argv[0] = self.host.bwrap
-        argv = mcp_sandbox.launched(self.host, argv)
+        argv = mcp_sandbox.launched(self.host, argv, self._seccomp_file())
         return StdioServerParameters(command=argv[0], args=argv[1:], env={})
+
+    def _seccomp_file(self) -> str | None:
+        """`{home}/run/mcp-seccomp.bpf`: the sandbox's filter (`core.seccomp`) for
+        `mcp_launch` to hand bwrap; written once. None when there is no filter."""
+        if not self.host.seccomp:
+            return None
+        path = self.home.run / "mcp-seccomp.bpf"
+        if self._seccomp_written is None:
+            write_atomically(path, self.host.seccomp, durable=False)  # OSError: StartFailed
+            self._seccomp_written = str(path)
+        return self._seccomp_written
 
     def _write_listing(self, name: str, listing: dict[str, ToolDef]) -> None:
         """`{home}/run/mcp-<name>.json`: what the server listed last, for `bxctl mcp`."""

@@ -105,13 +105,16 @@ def command(
     return [*argv, program, *server.command[1:]]
 
 
-def launched(host: Host, argv: list[str]) -> list[str]:
-    """`argv` (bwrap first) as a root brokerd starts it: through `mcp_launch`, which writes the
-    user namespace's map. Unchanged when brokerd is not root."""
-    if host.drop_to is None:
-        return argv
-    uid, gid = host.drop_to
-    return [host.python, "-I", "-S", LAUNCH, str(uid), str(gid), "--", *argv]
+def launched(host: Host, argv: list[str], seccomp: str | None) -> list[str]:
+    """`argv` (bwrap first) started through `mcp_launch`, which hands bwrap the filter file
+    `seccomp` (when there is one) and, when brokerd is root, writes the user namespace's map.
+    Unchanged when there is neither."""
+    launch = [host.python, "-I", "-S", LAUNCH]
+    if host.drop_to is not None:
+        launch += ["--map", str(host.drop_to[0]), str(host.drop_to[1])]
+    if seccomp is not None:
+        launch += ["--seccomp", seccomp]
+    return argv if len(launch) == 4 else [*launch, "--", *argv]
 
 
 def _folder(program: str) -> str | None:

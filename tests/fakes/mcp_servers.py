@@ -152,6 +152,16 @@ def prober() -> MCPServer:
             raise ToolError(f"cannot connect to {host}:{port}: {error}") from None
         return "connected"
 
+    @server.tool(description="Make a file with the setuid bit in /tmp, and say who made it.")
+    def setuid_file() -> str:
+        path = Path("/tmp/suid")
+        path.write_text("x")
+        try:
+            path.chmod(0o4755)
+        except OSError as error:
+            raise ToolError(f"uid {os.getuid()}: cannot chmod: {error.strerror}") from None
+        return f"uid {os.getuid()}: made {path} setuid"
+
     @server.tool(description="GET an https URL (through HTTPS_PROXY when it is set).")
     def https_get(url: str) -> str:
         import urllib.request

@@ -4,6 +4,8 @@ session, decided, recorded, labelled; crashes, hangs and rug pulls."""
 from __future__ import annotations
 
 import json
+import os
+import pwd
 from pathlib import Path
 
 from bxcore.deny import DenyReason
@@ -152,3 +154,8 @@ def test_a_server_cannot_read_outside_its_paths_or_reach_the_network(short_tmp: 
         assert isinstance(read, Done) and not read.ok and "No such file" in read.output
         net = call(brokerd, "s1", "c2", "mcp__probe__connect", args(host="1.1.1.1", port=443))
         assert isinstance(net, Done) and not net.ok and "cannot connect" in net.output
+        suid = call(brokerd, "s1", "c3", "mcp__probe__setuid_file", "{}")
+        assert isinstance(suid, Done) and not suid.ok, suid  # the seccomp filter (§8.2)
+        assert "Operation not permitted" in suid.output
+        if os.geteuid() == 0:  # and a root brokerd's server is the tool user, not root
+            assert f"uid {pwd.getpwnam('nobody').pw_uid}:" in suid.output

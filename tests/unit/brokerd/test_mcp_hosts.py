@@ -104,10 +104,14 @@ def test_a_root_brokerds_server_is_launched_mapped_and_becomes_the_tool_user() -
         root.python, "-I", "-S", mcp_sandbox.BRIDGE_INSIDE, "--user", "65534:65534", "--",
         "/opt/srv/bin/git",
     ]  # fmt: skip
-    launched = mcp_sandbox.launched(root, argv)
-    assert launched[:7] == [root.python, "-I", "-S", mcp_sandbox.LAUNCH, "65534", "65534", "--"]
-    assert launched[7:] == argv
-    assert mcp_sandbox.launched(HOST, argv) == argv
+    launched = mcp_sandbox.launched(root, argv, "/h/run/f.bpf")
+    assert launched[:10] == [
+        root.python, "-I", "-S", mcp_sandbox.LAUNCH, "--map", "65534", "65534",
+        "--seccomp", "/h/run/f.bpf", "--",
+    ]  # fmt: skip
+    assert launched[10:] == argv
+    assert mcp_sandbox.launched(HOST, argv, None) == argv
+    assert mcp_sandbox.launched(HOST, argv, "/f")[4:7] == ["--seccomp", "/f", "--"]
 
 
 def _after(argv: list[str], source: str) -> list[str]:
