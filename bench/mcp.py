@@ -72,7 +72,8 @@ def _trust(home: Home, name: str, timeout: float = 30.0) -> None:
 
 
 def _parameters(home: Home, sandboxed: bool) -> StdioServerParameters:
-    """The same command brokerd runs for the `echo` server, with or without its bwrap."""
+    """The same command brokerd runs for the `echo` server (launched, its filter, in its
+    bwrap), or the server alone."""
     (server, *_) = parse_config(home.config.read_bytes()).mcp
     program = server.command[0]
     if not sandboxed:
@@ -82,6 +83,9 @@ def _parameters(home: Home, sandboxed: bool) -> StdioServerParameters:
     assert host.bwrap is not None and host.problem is None, host.problem
     argv = mcp_sandbox.command(host, server, program, mcp_sandbox.program_root(program))
     argv[0] = host.bwrap
+    seccomp = home.root / "bench-seccomp.bpf"  # as brokerd's runner does
+    seccomp.write_bytes(host.seccomp)
+    argv = mcp_sandbox.launched(host, argv, str(seccomp) if host.seccomp else None)
     return StdioServerParameters(command=argv[0], args=argv[1:], env={})
 
 
