@@ -3,7 +3,8 @@ one, and what comes back is what the model reads next; until it answers without 
 `max_steps` is reached. Every step is in the session's history before the next begins, so a
 turn cut off by a crash resumes where it was, re-sending open calls with their ids (§10.6).
 The model is offered the built-in tools and the MCP tools brokerd decides now, asked once at
-the turn's start (§18.4).
+the turn's start (§18.4); a brokerd that does not answer within `TOOLS_WAIT_S` leaves the list
+it gave last (brokerd decides every call anyway), and is not asked again for `TOOLS_QUIET_S`.
 
 The owner may stop a running turn (`cancel`, §12.2): its model request or its wait on brokerd
 is abandoned, every call left without a result reads `CANCELLED_RESULT`, and the turn, and
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import secrets
+import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -81,6 +83,8 @@ log = logging.getLogger("loopd")
 WAIT_MS = 30_000  # one long poll for an approval (§9.3)
 TOO_LARGE = "invalid argument shape: the arguments are too large to send to the broker"
 CANCEL_WAIT_S = 10.0  # how long `cancel` waits for a stopped turn to write its end
+TOOLS_WAIT_S = 2.0  # how long a turn waits for brokerd's MCP tools before asking the model
+TOOLS_QUIET_S = 30.0  # after brokerd did not answer it, how long turns use the last list
 
 
 @dataclass(eq=False)
@@ -113,6 +117,7 @@ class Turns:
         held: Callable[[str], AbstractContextManager[SessionLog]],
         publish: Callable[[TurnEvent], None],
         has_history: Callable[[str], bool],
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
         self.model = model
@@ -123,6 +128,9 @@ class Turns:
         longest = max(config.sandbox.shell_timeout_s, config.sandbox.fetch_timeout_s)
         self._call_tries = int(longest // 10) + 4  # a retry joins the call in flight (I8)
         self._running: dict[str, Running] = {}  # session -> its turn being run now
+        self._clock = clock
+        self._mcp_known: list[Offer] = []  # the MCP tools brokerd offered last
+        self._mcp_quiet_until = -float("inf")  # brokerd did not answer: not asked until then
 
     def __repr__(self) -> str:
         return f"Turns(model={type(self.model).__name__}, {len(self._running)} running)"
@@ -309,18 +317,25 @@ class Turns:
 
     async def _mcp_tools(self) -> list[Offer]:
         """The MCP tools brokerd decides now (§18.4); none when it does not take the question
-        (its refusal is logged)."""
+        (its refusal is logged); the last list when it does not answer (a brokerd restarting,
+        or none at all: the turn goes on, and every call is still brokerd's to decide)."""
+        if self._clock() < self._mcp_quiet_until:
+            return self._mcp_known
         client = self._broker()
         try:
-            answer = await client.request(ToolsQuery(_rid()), timeout=10.0, tries=3)
+            answer = await client.request(ToolsQuery(_rid()), timeout=TOOLS_WAIT_S, tries=1)
         except (Unreachable, ProtocolError) as error:
-            raise BrokerGone(f"brokerd is not reachable, so the turn stops: {error}") from None
+            log.warning("offering the MCP tools brokerd listed last: %s", error)
+            self._mcp_quiet_until = self._clock() + TOOLS_QUIET_S
+            return self._mcp_known
         finally:
             client.close()
         if not isinstance(answer, Tools):
             log.warning("brokerd offered no MCP tools: it answered %r", answer)
-            return []
-        return [*mcp_tools(answer.tools)]
+            self._mcp_known = []
+        else:
+            self._mcp_known = [*mcp_tools(answer.tools)]
+        return self._mcp_known
 
     async def _spawn(self, parent: SessionLog, turn: int, call: Call, depth: int) -> CallResult:
         """A sub-agent's turn; its answer reaches the parent only after `absorb` (§6.4)."""

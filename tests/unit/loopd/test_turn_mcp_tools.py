@@ -1,7 +1,8 @@
 """loopd offers the MCP tools brokerd decides now (SPEC §18.4), in-process: asked once at each
 turn's start, offered beside the built-ins with their pinned description and schema (as the
 model's API takes them), a tool brokerd no longer lists not offered; a brokerd that does not
-take the question leaves only the built-ins, one that does not answer ends the turn."""
+take the question leaves only the built-ins, one that does not answer leaves the last list
+and is not asked again for a while."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ from services.loopd import anthropic, openai
 from services.loopd.model import McpTool, Message, Offer, Reply, ToolCall, ToolResult
 from services.loopd.schemas import mcp_tools
 from services.loopd.sessions import Sessions
-from services.loopd.turn import Turns
+from services.loopd.turn import TOOLS_QUIET_S, Turns
 
 pytestmark = pytest.mark.anyio
 
@@ -171,17 +172,29 @@ async def test_a_brokerd_that_refuses_the_question_leaves_the_built_ins(tmp_path
     assert box.names(0) == BUILT_INS
 
 
-async def test_a_brokerd_that_does_not_answer_ends_the_turn_before_the_model_is_asked(
+async def test_a_brokerd_that_does_not_answer_leaves_the_last_list_and_is_left_quiet_a_while(
     tmp_path: Path,
 ) -> None:
     box = Box(tmp_path, Broker((READ,)))
+    now = [100.0]
+    box.turns._clock = lambda: now[0]
+    await box.turn("s", "read my mail")
     box.broker.gone = True
-    assert await box.turn("s", "read my mail") == ""
-    assert box.model.offered == []
-    assert box.ends("s") == [
+    assert await box.turn("s", "again") == ""  # the call itself finds brokerd gone
+    assert box.names(1) == [*BUILT_INS, READ.name]  # the model was asked, offered the last
+    assert box.ends("s")[-2:] == [
         TurnError("brokerd is not reachable, so the turn stops: brokerd (test) did not answer"),
         TurnEnd(EndReason.ERROR),
     ]
+    box.broker.gone = False
+    box.broker.tools = (READ, SEND)
+    now[0] += TOOLS_QUIET_S - 1
+    await box.turn("s2", "read my mail")
+    assert box.names(-1) == [*BUILT_INS, READ.name]  # not asked while quiet
+    now[0] += 2
+    await box.turn("s3", "read my mail")
+    assert box.names(-1) == [*BUILT_INS, READ.name, SEND.name]
+    assert box.queries() == 3  # s, again (unanswered), s3
 
 
 def test_a_schema_that_is_not_an_object_is_left_out() -> None:
