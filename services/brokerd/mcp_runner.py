@@ -16,12 +16,14 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 import anyio.abc
-from mcp import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
+
+if TYPE_CHECKING:  # the SDK costs ~0.7 s to import: only a brokerd with [[mcp]] pays it
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters
 
 from bxcore.atomic import write_atomically
 from bxcore.config_mcp import McpServer
@@ -296,6 +298,9 @@ class McpRunner:
         errlog: TextIO,
         task_status: anyio.abc.TaskStatus[None],
     ) -> None:
+        from mcp import ClientSession
+        from mcp.client.stdio import stdio_client
+
         async with (
             stdio_client(params, errlog=errlog) as (read, write),
             ClientSession(read, write) as session,
@@ -319,6 +324,8 @@ class McpRunner:
             await instance.stop.wait()
 
     def _parameters(self, server: McpServer) -> StdioServerParameters:
+        from mcp.client.stdio import StdioServerParameters
+
         program = mcp_sandbox.resolve_program(server.command[0], os.environ.get("PATH"))
         if program is None:
             raise StartFailed(f"{server.command[0]!r} is not an executable program here")
