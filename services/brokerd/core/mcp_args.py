@@ -11,12 +11,12 @@ import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
-import referencing
-import referencing.exceptions
-from jsonschema.exceptions import SchemaError, ValidationError, best_match
+if TYPE_CHECKING:  # imported when first used: a brokerd without [[mcp]] never pays for them
+    import jsonschema
+    import referencing
+    from jsonschema.exceptions import ValidationError
 
 from bxcore.mcp_tools import ToolDef, canonical
 from services.brokerd.core.args import MAX_ARGUMENTS, ArgsError
@@ -48,22 +48,32 @@ class McpArgs:
 
 
 def _refuse_remote(uri: str) -> referencing.Resource[Any]:
+    import referencing.exceptions
+
     # attrs classes: mypy without the attrs plugin does not see their fields
     raise referencing.exceptions.NoSuchResource(ref=uri)  # type: ignore[call-arg]
 
 
-_REGISTRY: referencing.Registry[Any] = referencing.Registry(retrieve=_refuse_remote)  # type: ignore[call-arg]
+@functools.cache
+def _registry() -> referencing.Registry[Any]:
+    import referencing
+
+    return referencing.Registry(retrieve=_refuse_remote)  # type: ignore[call-arg]
 
 
 @functools.lru_cache(maxsize=256)
 def _validator(schema_json: str) -> jsonschema.Draft202012Validator:
+    import jsonschema
+
     schema = json.loads(schema_json)
     jsonschema.Draft202012Validator.check_schema(schema)
-    return jsonschema.Draft202012Validator(schema, registry=_REGISTRY)
+    return jsonschema.Draft202012Validator(schema, registry=_registry())
 
 
 def check_schema(tool: ToolDef) -> str | None:
     """Why the tool's inputSchema cannot be used (None: it can): shown when it is listed."""
+    from jsonschema.exceptions import SchemaError
+
     try:
         _validator(canonical(tool.input_schema))
     except SchemaError as error:
@@ -78,6 +88,9 @@ def parse(tool: ToolDef, name: str, arguments: str) -> McpArgs:
     value = _load(arguments)
     if not isinstance(value, dict):
         raise ArgsError.shape(f"invalid type: {_kind(value)}, expected an object")
+    import referencing.exceptions
+    from jsonschema.exceptions import SchemaError, best_match
+
     try:
         validator = _validator(canonical(tool.input_schema))
         error = best_match(validator.iter_errors(value))
