@@ -49,7 +49,7 @@ def decode(spec: ToolSpec, text: str) -> Decoded:
     """Decode `text` into exactly `spec`'s fields, or raise `ShapeError` saying why."""
     value, end = _load(text)
     if not isinstance(value, _Object):
-        raise ShapeError(f"invalid type: {_kind(value)}, expected an object")
+        raise ShapeError(f"invalid type: {json_kind(value)}, expected an object")
     if spec.tag is None:
         decoded = Decoded(None, _struct(spec.fields, value.pairs))
     else:
@@ -222,8 +222,8 @@ def _unexpected(value: object) -> str:
     return "map"
 
 
-def _kind(value: object) -> str:
-    """What a top-level value that is not an object is."""
+def json_kind(value: object) -> str:
+    """What a top-level value that is not an object is (JSON's names)."""
     if value is None:
         return "null"
     if isinstance(value, bool):

@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # imported when first used: a brokerd without [[mcp]] never p
 
 from bxcore.mcp_tools import ToolDef, canonical
 from services.brokerd.core.args import MAX_ARGUMENTS, ArgsError
+from services.brokerd.core.argshape import json_kind
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +88,7 @@ def parse(tool: ToolDef, name: str, arguments: str) -> McpArgs:
         raise ArgsError.shape(f"the arguments are larger than {MAX_ARGUMENTS} bytes")
     value = _load(arguments)
     if not isinstance(value, dict):
-        raise ArgsError.shape(f"invalid type: {_kind(value)}, expected an object")
+        raise ArgsError.shape(f"invalid type: {json_kind(value)}, expected an object")
     import referencing.exceptions
     from jsonschema.exceptions import SchemaError, best_match
 
@@ -136,20 +137,6 @@ def _no_twice(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _no_constant(name: str) -> Any:
     raise _Refused(f"{name} is not a JSON value")
-
-
-def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
 
 
 def arguments_of(found: Mapping[str, Any]) -> str:

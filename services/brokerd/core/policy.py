@@ -20,7 +20,7 @@ from bxcore.tools import BROKERED, Match, Result
 from services.brokerd.core import args as argsmod
 from services.brokerd.core import mcp_args
 from services.brokerd.core.args import ArgsError, ToolArgs, host_matches, inside
-from services.brokerd.core.grants import Grant, Mode
+from services.brokerd.core.grants import Grant, McpKind, Mode
 from services.brokerd.core.mcp_args import McpArgs
 from services.brokerd.core.view import NO_PLACES, NO_VIEW, OwnPlaces, View, exposure_label, plan
 
@@ -135,30 +135,9 @@ def decide(
     if not matching:  # 3
         note(lambda: f"no grant of {tool} matches")
         return Denied(DenyReason.NO_GRANT, args=args)
-    note(lambda: "matching grants: " + ", ".join(f"{g.id} ({g.mode})" for g in matching))
-    denies = [g for g in matching if g.mode is Mode.DENY]
-    if denies:  # 4: an explicit deny always wins
-        note(lambda: f"{denies[0].id} denies it, and a deny always wins")
-        return Denied(DenyReason.DENIED_BY_GRANT, grant=denies[0], args=args)
-    winner = matching[0]  # 5
-    note(lambda: f"winner: {winner.id} ({winner.mode}, class {winner.class_})")
-    if spec.sink and not label.class_.at_most(winner.class_):  # 6
-        note(
-            lambda: (
-                f"flow: the session holds {label.class_} data, which may not go to "
-                f"{winner.id}'s {winner.class_} place"
-            )
-        )
-        return Denied(DenyReason.FLOW_VIOLATION, grant=winner, args=args)
-    if spec.sink:
-        note(lambda: f"flow: {label.class_} data may go to a {winner.class_} place")
-    if spec.sink and label.untrusted:  # 7
-        note(lambda: "the session holds untrusted content, so the owner must approve this call")
-        return Ask(winner, args, AskWhy.UNTRUSTED)
-    if winner.mode is Mode.ASK:  # 8
-        note(lambda: f"{winner.id} asks the owner")
-        return Ask(winner, args, AskWhy.GRANT_ASKS)
-    note(lambda: f"{winner.id} allows it")
+    winner = _winner(matching, label, args, note, sink=spec.sink, place="place")
+    if not isinstance(winner, Grant):
+        return winner
     allowed = _allowed(winner, args, grants, own)
     view = allowed.view
     if view.covers:
@@ -197,33 +176,54 @@ def _decide_mcp(
     if not matching:  # 3
         note(lambda: f"no grant of {tool} matches (by name and [match])")
         return Denied(DenyReason.NO_GRANT, args=args)
+    kind = matching[0].kind
+    assert kind is not None
+    winner = _winner(matching, label, args, note, sink=kind.sink, place="sink", kind=kind)
+    if not isinstance(winner, Grant):
+        return winner
+    return _allowed_mcp(winner, args)
+
+
+def _winner(
+    matching: list[Grant],
+    label: Label,
+    args: ToolArgs | McpArgs,
+    note: Callable[[Callable[[], str]], None],
+    *,
+    sink: bool,
+    place: str,
+    kind: McpKind | None = None,
+) -> Grant | Denied | Ask:
+    """§5.2 steps 4 to 8 on the grants that match, most specific first, for built-in and
+    MCP tools alike: a deny wins; the winner's flow check and untrusted ask for a sink
+    (`place` names where a sink's data goes); the owner asked when the grant says so. The
+    winner when it allows the call."""
     note(lambda: "matching grants: " + ", ".join(f"{g.id} ({g.mode})" for g in matching))
     denies = [g for g in matching if g.mode is Mode.DENY]
-    if denies:  # 4
+    if denies:  # 4: an explicit deny always wins
         note(lambda: f"{denies[0].id} denies it, and a deny always wins")
         return Denied(DenyReason.DENIED_BY_GRANT, grant=denies[0], args=args)
     winner = matching[0]  # 5
-    kind = winner.kind
-    assert kind is not None
-    note(lambda: f"winner: {winner.id} ({winner.mode}, class {winner.class_}, kind {kind})")
-    if kind.sink and not label.class_.at_most(winner.class_):  # 6
+    of_kind = "" if kind is None else f", kind {kind}"
+    note(lambda: f"winner: {winner.id} ({winner.mode}, class {winner.class_}{of_kind})")
+    if sink and not label.class_.at_most(winner.class_):  # 6
         note(
             lambda: (
                 f"flow: the session holds {label.class_} data, which may not go to "
-                f"{winner.id}'s {winner.class_} sink"
+                f"{winner.id}'s {winner.class_} {place}"
             )
         )
         return Denied(DenyReason.FLOW_VIOLATION, grant=winner, args=args)
-    if kind.sink:
-        note(lambda: f"flow: {label.class_} data may go to a {winner.class_} sink")
-    if kind.sink and label.untrusted:  # 7
+    if sink:
+        note(lambda: f"flow: {label.class_} data may go to a {winner.class_} {place}")
+    if sink and label.untrusted:  # 7
         note(lambda: "the session holds untrusted content, so the owner must approve this call")
         return Ask(winner, args, AskWhy.UNTRUSTED)
     if winner.mode is Mode.ASK:  # 8
         note(lambda: f"{winner.id} asks the owner")
         return Ask(winner, args, AskWhy.GRANT_ASKS)
     note(lambda: f"{winner.id} allows it")
-    return _allowed_mcp(winner, args)
+    return winner
 
 
 def mcp_result_label(winner: Grant) -> Label:
