@@ -240,16 +240,7 @@ class OneTunnel:
             await _answer(client, b"502 Bad Gateway", self.outcome)
             return
         self.outcome = f"tunnel to {address}:{port}"
-        async with upstream:
-            try:
-                await client.send(b"HTTP/1.1 200 Connection established\r\n\r\n")
-                if rest:
-                    await upstream.send(rest)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                return
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(_pump, client, upstream, tasks.cancel_scope)
-                tasks.start_soon(_pump, upstream, client, tasks.cancel_scope)
+        await splice(client, upstream, rest)
 
     async def _address(self) -> tuple[str, int]:
         return await address_of(self.host, self._pins, self._resolver)
@@ -260,6 +251,21 @@ async def _answer(client: Stream, status: bytes, why: str) -> None:
     head = b"HTTP/1.1 %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % (status, len(body))
     with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
         await client.send(head + body)
+
+
+async def splice(client: Stream, upstream: ByteStream, rest: bytes) -> None:
+    """The tunnel, once allowed and connected: `200` to the client, what it sent after its
+    CONNECT head passed on, then both ways copied until they end; `upstream` closed after."""
+    async with upstream:
+        try:
+            await client.send(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            if rest:
+                await upstream.send(rest)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            return
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(_pump, client, upstream, tasks.cancel_scope)
+            tasks.start_soon(_pump, upstream, client, tasks.cancel_scope)
 
 
 async def _pump(source: Stream, sink: Stream, scope: anyio.CancelScope) -> None:

@@ -24,13 +24,13 @@ from services.brokerd.fetch_proxy import (
     Resolver,
     Stream,
     _answer,
-    _pump,
     _read_head,
     _UnixEnd,
     address_of,
     host_allowed,
     requested_host,
     resolve,
+    splice,
 )
 
 log = logging.getLogger(__name__)
@@ -107,13 +107,4 @@ class HostsProxy:
             return
         self.opened += 1
         log.info("MCP proxy %s: tunnel to %s (%s:%d)", self.name, host, address, port)
-        async with upstream:
-            try:
-                await client.send(b"HTTP/1.1 200 Connection established\r\n\r\n")
-                if rest:
-                    await upstream.send(rest)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                return
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(_pump, client, upstream, tasks.cancel_scope)
-                tasks.start_soon(_pump, upstream, client, tasks.cancel_scope)
+        await splice(client, upstream, rest)
