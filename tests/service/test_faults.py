@@ -34,7 +34,17 @@ from bxcore.messages import (
     ToolResponse,
 )
 from bxctl.supervisor import READY_S
-from tests.support.box import ESCAPER, REPO, box_home, bxctl, env, processes_of, up, wait_until
+from tests.support.box import (
+    ESCAPER,
+    REPO,
+    box_home,
+    bxctl,
+    cmdline_of,
+    env,
+    processes_of,
+    up,
+    wait_until,
+)
 from tests.support.brokerd import RawClient, args, write_grant
 from tests.support.daemons import init_home, start, sync_request, tool_owned
 
@@ -160,7 +170,7 @@ def test_down_with_a_sandbox_running_leaves_nothing_of_it(home: Path, mode: str)
 
         def sleeping() -> list[psutil.Process] | None:
             tree = brokerd.children(recursive=True)
-            return tree if any(p.cmdline() == ["sleep", "100"] for p in tree) else None
+            return tree if any(cmdline_of(p) == ["sleep", "100"] for p in tree) else None
 
         tree = wait_until(sleeping, 15, "the sandbox's sleep")
         result = bxctl(home, "down")

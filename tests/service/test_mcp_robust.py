@@ -17,7 +17,7 @@ from bxcore import wire
 from bxcore.home import Home
 from bxcore.messages import Done, ToolRequest
 from services.brokerd.core.call import UNKNOWN
-from tests.support.box import box_home, bxctl, processes_of, up, wait_until
+from tests.support.box import box_home, bxctl, cmdline_of, processes_of, up, wait_until
 from tests.support.brokerd import args, call
 from tests.support.daemons import init_home, running, sync_request
 from tests.support.mcp import fake, grant, trust
@@ -26,7 +26,7 @@ from tests.support.mcp import fake, grant, trust
 def left(root: Path) -> list[str]:
     """Every process (but this one) whose command line names the test's folder: brokerd, a
     bwrap, a server (each names its folder, under `root`)."""
-    return [" ".join(p.cmdline()) for p in processes_of(root) if p.is_running()]
+    return [" ".join(line) for line in map(cmdline_of, processes_of(root)) if line]
 
 
 def no_process_left(root: Path) -> None:

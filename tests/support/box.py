@@ -56,6 +56,14 @@ def processes_of(home: Path) -> list[psutil.Process]:
     return found
 
 
+def cmdline_of(process: psutil.Process) -> list[str]:
+    """`process`'s command line, or [] once it has exited (a zombie has none)."""
+    try:
+        return process.cmdline()
+    except psutil.Error:
+        return []
+
+
 def kill_all(home: Path) -> list[str]:
     """SIGKILL every process that names `home`; their command lines."""
     left = processes_of(home)
