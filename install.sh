@@ -24,4 +24,9 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+# An editable install is not byte-compiled, and where PYTHONDONTWRITEBYTECODE is set nothing
+# ever caches it: every daemon, sandboxed tool and test would compile boxmaker's modules at
+# each start. Compile them once here, as pip does for what it installs (a changed source is
+# compiled afresh in memory, so this is never stale).
+.venv/bin/python -m compileall -q -j 0 bxcore bxctl services >/dev/null
 echo "install.sh: ready; the commands are in .venv/bin (bxctl, brokerd, …)"

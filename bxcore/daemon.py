@@ -28,7 +28,21 @@ from bxcore.curve import KeyFileError
 from bxcore.errors import SETUP_ERROR_EXIT, SetupError, StartError, one_line
 from bxcore.home import SOCKETS, Home, HomeError
 
-__all__ = ["SETUP_ERROR_EXIT", "Context", "Serve", "SetupError", "StartError", "run_daemon"]
+__all__ = [
+    "SETUP_ERROR_EXIT",
+    "START_GATE",
+    "Context",
+    "Serve",
+    "SetupError",
+    "StartError",
+    "run_daemon",
+]
+
+#: Set to "stdin" by a supervisor that starts the daemon early (`bxctl.supervisor`): the
+#: daemon imports what it needs, then waits for one byte on standard input before it reads its
+#: config or binds a socket, so the supervisor keeps SPEC §13's order while the imports of all
+#: four overlap. End of file instead (the supervisor gone, or the start called off): exit 0.
+START_GATE = "BX_START_GATE"
 
 #: How long the ZeroMQ context may take to end. Every socket is closed with LINGER 0 first, so
 #: it takes milliseconds; past this a socket was left open somewhere (a bug), and the daemon
@@ -63,6 +77,8 @@ def run_daemon(name: str, serve: Serve, argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=name, description=f"boxmaker's {name}")
     parser.add_argument("--home", metavar="DIR", help="the home folder (else $BX_HOME)")
     options = parser.parse_args(argv)
+    if not _let_go():
+        return 0
     logging.basicConfig(
         stream=sys.stderr,
         level=logging.INFO,
@@ -95,6 +111,16 @@ def run_daemon(name: str, serve: Serve, argv: list[str] | None = None) -> int:
     finally:
         lock.release()
     return 0
+
+
+def _let_go() -> bool:
+    """False when a supervisor held this start (`START_GATE`) and called it off."""
+    if os.environ.pop(START_GATE, None) != "stdin":
+        return True
+    try:
+        return os.read(0, 1) == b"g"
+    except OSError:
+        return False
 
 
 def _exit_status(reason: BaseException) -> int:

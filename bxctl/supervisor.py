@@ -15,7 +15,6 @@ import contextlib
 import logging
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Collection, Sequence
@@ -49,6 +48,7 @@ from bxcore.messages import (
 from bxcore.router import Router
 from bxcore.routes import Refusal, Route, Routes
 from bxcore.sockets import SupervisorAnswer, SupervisorRequest
+from bxctl import held
 from bxctl.lifecycle import POLICY, Action, Event, Policy, ServiceLife, step
 from bxctl.logs import RotatingLog
 from bxctl.pidfile import GRACE_S, Box
@@ -151,6 +151,7 @@ class Supervisor:
         self._zmq: zmq.asyncio.Context | None = None
         self._adopts = False  # a child subreaper: what a service leaves behind is ours
         self._children = anyio.Lock()  # a spawn and a sweep of leftovers, never both at once
+        self._held: dict[str, anyio.abc.Process] = {}  # started, waiting for their turn
 
     def __repr__(self) -> str:
         state = "closing" if self._closing else "serving"
@@ -210,11 +211,22 @@ class Supervisor:
                 self.request_stop()
 
     async def start_all(self) -> None:
-        """Start each service once the one before it runs (or has failed): brokerd first."""
+        """Start each service once the one before it runs (or has failed): brokerd first.
+        Their processes are all started at once, held until their turn (`bxctl.held`)."""
         async with self._owner:  # the owner's restarts wait until the box is up
-            for service in self.services.values():
-                self.apply(service, Event.START)
-                await service.wait_for(SETTLED)
+            try:
+                for service in self.services.values():
+                    async with self._children:
+                        with contextlib.suppress(OSError):  # its turn will say why
+                            self._held[service.spec.name] = await held.open_held(
+                                service.spec.argv(self.home), self.home.root, self._env
+                            )
+                for service in self.services.values():
+                    self.apply(service, Event.START)
+                    await service.wait_for(SETTLED)
+            finally:
+                while self._held:  # the start called off before their turn
+                    await held.call_off(self._held.popitem()[1], LEFTOVER_GRACE_S)
 
     async def stop_all(self) -> None:
         self._closing = True
@@ -294,16 +306,10 @@ class Supervisor:
     async def _run_process(self, service: Service, generation: int) -> None:
         spec = service.spec
         async with self._children:  # a sweep must not take it for a leftover before it is known
+            process = self._held.pop(spec.name, None)
             try:
-                process = await anyio.open_process(
-                    spec.argv(self.home),
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    cwd=self.home.root,
-                    env=self._env,
-                    start_new_session=True,  # its own process group: stopped as a whole
-                )
+                if process is None:
+                    process = await held.open_held(spec.argv(self.home), self.home.root, self._env)
             except OSError as error:
                 service.last_exit = f"cannot start: {one_line(error)}"
                 service.log.note(service.last_exit)
@@ -312,6 +318,7 @@ class Supervisor:
             service.process = process
         self.on_child(spec.name, process.pid)
         service.log.note(f"started {spec.name} (pid {process.pid})")
+        await held.let_go(process)
         if service.terminate_asked:
             self._spawn(self._terminate, service, process)
         try:
@@ -429,6 +436,7 @@ class Supervisor:
     def _leftovers(self) -> list[psutil.Process]:
         """Our children that are no service's process: adopted from an exited service."""
         ours = {s.process.pid for s in self.services.values() if s.process is not None}
+        ours |= {process.pid for process in self._held.values()}
         return [p for p in process_tree.children(os.getpid()) if p.pid not in ours]
 
     async def _wake(self, service: Service, at: float) -> None:

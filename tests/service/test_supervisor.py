@@ -25,6 +25,7 @@ from bxcore.messages import Ping, Pong, SupervisorReport, SupervisorStop
 from bxctl import pidfile
 from bxctl.logs import Follower, RotatingLog, rotated, tail
 from tests.support.box import (
+    DAWDLER,
     QUITTER,
     REPO,
     STUBBORN,
@@ -94,6 +95,41 @@ def test_up_starts_the_four_services_in_order_each_ready_before_the_next(home: P
         assert isinstance(pong, Pong) and pong.pid == pid
     console = status(home)["console"]  # the address only: the token is for `bxctl console`
     assert console.startswith("http://127.0.0.1:") and "token" not in console
+
+
+def test_services_wait_for_their_turn_and_a_down_meanwhile_calls_them_off(home: Path) -> None:
+    """All four interpreters start at once (their imports overlap), but a service does nothing
+    the box can see (config, lock, socket, log line) until the one before it is ready."""
+    init_home(home)
+    command = [sys.executable, "-m", "bxctl", "--home", str(home), "up"]
+    starting = subprocess.Popen(
+        [*command, "--service", DAWDLER, "--service", "memoryd"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env(),
+        cwd=REPO,
+    )
+    try:
+
+        def held() -> bool:
+            return any("services.memoryd" in " ".join(p.cmdline()) for p in processes_of(home))
+
+        wait_until(held, 20, "memoryd's process, held until dawdler is ready")
+        time.sleep(0.5)  # long enough to import: it still waits
+        assert not (home / "run" / "memory.sock").exists()
+        assert services(home)["memoryd"]["state"] == "stopped"
+        down = bxctl(home, "down")
+        assert down.returncode == 0, down.stderr
+        _, err = starting.communicate(timeout=30)
+        assert starting.returncode == 1, err
+        assert "the supervisor stopped" in err
+        assert processes_of(home) == []
+        assert not (home / "logs" / "memoryd.log").exists()  # not a line: it never started
+    finally:
+        if starting.poll() is None:
+            starting.kill()
+            starting.wait()
 
 
 def test_up_initialises_a_fresh_home_first(home: Path) -> None:

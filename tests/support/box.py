@@ -23,6 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 THREE = ("brokerd", "memoryd", "loopd")  # gatewayd is not here yet
 QUITTER = "quitter=tests.support.quitter:quitter"
 STUBBORN = "stubborn=tests.support.stubborn:stubborn"
+DAWDLER = "dawdler=tests.support.dawdler:dawdler"
 ESCAPER = "escaper=tests.support.escaper:escaper"
 
 T = TypeVar("T")
