@@ -118,6 +118,7 @@ class McpRunner:
         self._pinned: dict[str, _Pinned] = {}
         self._listings: dict[str, dict[str, ToolDef]] = {}
         self._problems: dict[str, str] = {}
+        self._listed = 0  # counts the listings taken: the catalog is built again after one
         self._catalog: tuple[tuple[object, ...], Catalog] | None = None
         self._seccomp_written: str | None = None
 
@@ -157,13 +158,7 @@ class McpRunner:
     def catalog(self) -> Catalog:
         """The tools brokerd decides now (§18.3): pinned, and unchanged where listed."""
         pins = {name: p for name in self.servers if (p := self.pins(name)) is not None}
-        key = (
-            tuple((n, self._pinned[n].mtime_ns) for n in sorted(self.servers)),
-            tuple(
-                (n, tuple(sorted(t.sha256 for t in ts.values())))
-                for n, ts in sorted(self._listings.items())
-            ),
-        )
+        key = (tuple((n, self._pinned[n].mtime_ns) for n in sorted(self.servers)), self._listed)
         if self._catalog is not None and self._catalog[0] == key:
             return self._catalog[1]
         catalog, left_out = build_catalog(pins, self.comparisons())
@@ -257,6 +252,7 @@ class McpRunner:
             self._problems.pop(name, None)
             self._instances[slot] = instance
             self._listings[name] = dict(instance.listing)
+            self._listed += 1
             seen = compare(self.pins(name), instance.listing.values())
             self._write_listing(name, instance.listing)
             if seen.flagged:
