@@ -157,7 +157,7 @@ class Broker:
             return kept
         call = Call(request.session, request.call, request.tool, request.arguments)
         try:
-            found = Found(self.book.lookup(key))
+            found = Found(self.book.lookup(key), self.judge.mcp())
         except LedgerUnavailable:  # the ledger cannot say whether it was decided: refuse
             return AUDIT_UNAVAILABLE
         if found.records is None and not self.committer.available:

@@ -176,11 +176,13 @@ class Desk:
         outcome = self.book.kept(key)
         if outcome is None:
             recorded = self.book.lookup(key)
-            outcome = replay(recorded) if recorded is not None else Pending(approval.id)
+            if recorded is None:
+                return Pending(approval.id)
+            outcome = replay(recorded, self.judge.mcp())
         return outcome
 
     def _answer_of(self, key: Key, recorded: CallRecords) -> Outcome:
-        return self.book.kept(key) or replay(recorded)
+        return self.book.kept(key) or replay(recorded, self.judge.mcp())
 
     # --- verdicts and expiry -------------------------------------------------------------------
 

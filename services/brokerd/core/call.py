@@ -29,9 +29,10 @@ from typing import ClassVar, NamedTuple
 from bxcore import wire
 from bxcore.deny import DenyReason
 from bxcore.labels import CLEAN, Label
+from bxcore.mcp_tools import NO_TOOLS, Catalog, split_name
 from bxcore.messages import ApprovalState, Denied, Done, Failed, Outcome, Pending, Scope, short
 from services.brokerd.core import args as argsmod
-from services.brokerd.core import policy, records
+from services.brokerd.core import mcp_args, policy, records
 from services.brokerd.core.approvals import Move
 from services.brokerd.core.grants import Grant
 from services.brokerd.core.records import CallRecords, Entry
@@ -80,6 +81,7 @@ class Found:
 
     KIND: ClassVar[Kind] = Kind.FOUND
     records: CallRecords | None
+    mcp: Catalog = NO_TOOLS  # the MCP tools now: an invalid MCP call's detail is found again
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,7 +348,7 @@ def _answer_found(call: Call, event: Event) -> Step:
     assert isinstance(event, Found)
     if event.records is None:
         return call._replace(phase=Phase.JUDGING), []
-    return _answer(call, replay(event.records))
+    return _answer(call, replay(event.records, event.mcp))
 
 
 def _answer_unavailable(call: Call, event: Event) -> Step:
@@ -603,12 +605,14 @@ def table_markdown() -> str:
 # --- once (I8) --------------------------------------------------------------------------------
 
 
-def replay(found: CallRecords) -> Outcome:
-    """The recorded answer of a call decided earlier whose answer is no longer kept."""
+def replay(found: CallRecords, mcp: Catalog = NO_TOOLS) -> Outcome:
+    """The recorded answer of a call decided earlier whose answer is no longer kept. The
+    detail of invalid arguments is not recorded (§7): it is found again from the arguments,
+    for an MCP tool against its pinned schema in `mcp` (none when it is no longer pinned)."""
     decision = found.decision
     if decision["outcome"] == "denied":
         reason = DenyReason(str(decision["reason"]))
-        detail = _detail(decision) if reason is DenyReason.INVALID_ARGUMENTS else None
+        detail = _detail(decision, mcp) if reason is DenyReason.INVALID_ARGUMENTS else None
         return Denied(reason, detail)
     verdict = found.verdict
     if decision["outcome"] == "pending":
@@ -619,10 +623,14 @@ def replay(found: CallRecords) -> Outcome:
     return Failed(ALREADY_RAN if found.executed is not None else UNKNOWN)
 
 
-def _detail(decision: Mapping[str, object]) -> str | None:
+def _detail(decision: Mapping[str, object], mcp: Catalog) -> str | None:
     """The detail of an invalid call, found again from the arguments the ledger kept."""
+    tool, arguments = str(decision["tool"]), str(decision["arguments"])
     try:
-        argsmod.parse(str(decision["tool"]), str(decision["arguments"]))
+        if split_name(tool) is None:
+            argsmod.parse(tool, arguments)
+        elif (pinned := mcp.tools.get(tool)) is not None:
+            mcp_args.parse(pinned, tool, arguments)
     except argsmod.ArgsError as error:
         return error.detail()
     except ValueError:

@@ -13,8 +13,11 @@ from bxcore.deny import DenyReason
 from bxcore.labels import CLEAN, DataClass, Label
 from bxcore.mcp_tools import CHANGED, Catalog, Comparison, Pins, ToolDef, build_catalog
 from bxcore.messages import AskWhy
+from bxcore.messages import Denied as DeniedAnswer
+from services.brokerd.core.call import replay
 from services.brokerd.core.grants import Grant, McpKind, Mode, parse_grant
 from services.brokerd.core.policy import Allowed, Ask, Denied, decide, redecide
+from services.brokerd.core.records import CallRecords
 
 PRIVATE = Label(DataClass.PRIVATE, False)
 PUBLIC = Label(DataClass.PUBLIC, False)
@@ -389,3 +392,27 @@ def test_a_bad_mcp_grant_is_invalid_with_why(text: str, problem: str) -> None:
     grant = parse_grant("x", text.encode())
     assert not isinstance(grant, Grant)
     assert problem in grant.problem and "\n" not in grant.problem
+
+
+@pytest.mark.parametrize(
+    ("catalog", "detail"),
+    [
+        (CATALOG, "'body' is a required property"),
+        (build_catalog({}, {})[0], None),  # no longer pinned: no detail rather than a wrong one
+    ],
+)
+def test_an_invalid_mcp_call_found_in_the_ledger_is_answered_with_its_detail_again(
+    catalog: Catalog, detail: str | None
+) -> None:
+    """After a restart the kept answer is gone: the ledger's arguments are checked again
+    against the pinned schema (§7 records no detail)."""
+    arguments = a(to="bob@example.com")
+    decision = decide(PRIVATE, SEND, arguments, [ALL_MAIL], mcp=CATALOG)
+    assert isinstance(decision, Denied)
+    recorded = {"outcome": "denied", "reason": "invalid_arguments", "tool": SEND}
+    answer = replay(CallRecords({**recorded, "arguments": arguments}, None, None), catalog)
+    assert isinstance(answer, DeniedAnswer) and answer.reason is DenyReason.INVALID_ARGUMENTS
+    if detail is None:
+        assert answer.detail is None
+    else:
+        assert answer.detail == decision.detail and detail in answer.detail
