@@ -47,6 +47,7 @@ from services.brokerd.core.mcp_args import McpArgs
 from services.brokerd.core.policy import Allowed
 from services.brokerd.mcp_proxy import HostsProxy
 from services.brokerd.sandbox import Host
+from services.brokerd.watch import FolderWatch
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +119,7 @@ class McpRunner:
         self._pinned: dict[str, _Pinned] = {}
         self._listings: dict[str, dict[str, ToolDef]] = {}
         self._problems: dict[str, str] = {}
+        self._pins_watch = FolderWatch(home.mcp)  # True until it watches: then pins are read
         self._listed = 0  # counts the listings taken: the catalog is built again after one
         self._catalog: tuple[tuple[object, ...], Catalog] | None = None
         self._seccomp_written: str | None = None
@@ -156,7 +158,12 @@ class McpRunner:
         }
 
     def catalog(self) -> Catalog:
-        """The tools brokerd decides now (§18.3): pinned, and unchanged where listed."""
+        """The tools brokerd decides now (§18.3): pinned, and unchanged where listed. Asked at
+        every decision: while inotify says the pins folder did not change and no listing was
+        taken since, the last catalog is the answer, with nothing read."""
+        unchanged = not self._pins_watch.changed()  # asked every time: it empties the queue
+        if unchanged and self._catalog is not None and self._catalog[0][1] == self._listed:
+            return self._catalog[1]
         pins = {name: p for name in self.servers if (p := self.pins(name)) is not None}
         key = (tuple((n, self._pinned[n].mtime_ns) for n in sorted(self.servers)), self._listed)
         if self._catalog is not None and self._catalog[0] == key:
