@@ -54,6 +54,7 @@ class Outcome(enum.StrEnum):
     CALL_AS_TEXT = "call_as_text"  # the call written into the text: parsing is off
     WORDS = "words"  # an answer in words, no call
     NO_TOOLS = "no_tools"  # the server refused a request with tools
+    NEEDS_FLAG = "needs_flag"  # the server takes tools only when started with a flag
     NO_MODEL = "no_model"  # the server has no such model
     FAILED = "failed"  # any other error
 
@@ -154,6 +155,8 @@ def judge_reply(text: str, calls: Sequence[tuple[str, str]]) -> tuple[Outcome, s
 def judge_error(message: str) -> Outcome:
     """The outcome of a request the client failed with `message` (loopd's one line)."""
     lowered = message.lower()
+    if "--jinja" in lowered or "--enable-auto-tool-choice" in lowered:
+        return Outcome.NEEDS_FLAG  # llama.cpp's 500, vLLM's 400
     if "tool" in lowered and re.search(r"not support|unsupported|does not take", lowered):
         return Outcome.NO_TOOLS
     if "no such model" in lowered or re.search(r"model\S* .*not (found|exist)", lowered):
@@ -286,6 +289,7 @@ def _probe_check(probe: Probe, configured: bool) -> Check:
         Outcome.CALL_AS_TEXT: "the tool call came back as text, not as a tool call",
         Outcome.WORDS: "an answer in words, no tool call",
         Outcome.NO_TOOLS: "the server refused a request with tools",
+        Outcome.NEEDS_FLAG: "the server takes tools only when started with a flag",
         Outcome.NO_MODEL: "the server has no such model",
         Outcome.FAILED: "the request failed",
     }[probe.outcome]
@@ -301,6 +305,11 @@ def _probe_advice(setup: Setup, probe: Probe, listing: Listing | None) -> list[s
             "the server does not parse the model's tool calls: start llama.cpp's llama-server "
             "with --jinja; vLLM with --enable-auto-tool-choice --tool-call-parser NAME; on "
             "Ollama or LM Studio pick a model whose template supports tools"
+        ]
+    if outcome is Outcome.NEEDS_FLAG:
+        return [
+            "restart the server with the flag it names: llama.cpp's llama-server with --jinja; "
+            "vLLM with --enable-auto-tool-choice --tool-call-parser NAME"
         ]
     if outcome is Outcome.NO_TOOLS:
         return ["set [model] model to a model that supports tool calls (docs/models.md)"]

@@ -124,6 +124,19 @@ def test_a_model_without_tools_support_says_to_pick_another(
     assert checks(data)["models"] == (None, "1 offered; 'gemma:2b' is not: fake")
 
 
+def test_llama_server_without_jinja_says_to_restart_it_with_the_flag(
+    tmp_path: Path, model: FakeModel
+) -> None:
+    model.fail(500, "tools param requires --jinja flag", times=2)
+    result = check(tmp_path, openai(model.base_url))
+    assert result.returncode == 1
+    assert "the server takes tools only when started with a flag" in result.stdout
+    assert (
+        "change: restart the server with the flag it names: llama.cpp's llama-server with "
+        "--jinja" in result.stdout
+    )
+
+
 def test_a_model_the_server_does_not_have_names_those_it_has(
     tmp_path: Path, model: FakeModel
 ) -> None:

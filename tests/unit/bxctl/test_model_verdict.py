@@ -52,6 +52,15 @@ def test_an_answer_is_judged_by_its_calls_and_then_its_text(
         ("refused the request (400): tools are unsupported by this model", Outcome.NO_TOOLS),
         ("has no such model or path (404 Not Found): x", Outcome.NO_MODEL),
         ("refused the request (400): model 'llama3' not found", Outcome.NO_MODEL),
+        (
+            "failed (500 Internal Server Error, 1 try): tools param requires --jinja flag",
+            Outcome.NEEDS_FLAG,
+        ),
+        (
+            'refused the request (400): "auto" tool choice requires --enable-auto-tool-choice '
+            "and --tool-call-parser to be set",
+            Outcome.NEEDS_FLAG,
+        ),
         ("did not answer within 60 s (1 try)", Outcome.FAILED),
     ],
 )
