@@ -79,6 +79,9 @@ class Variant:
     name: str
     fields: tuple[Field, ...]
     description: str
+    # changes what the owner keeps without being a sink (no flow check): from an untrusted
+    # session the owner approves it, as a sink's call (I5; memory `forget`, issue 14)
+    consequential: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +96,11 @@ class ToolSpec:
     result: Result = Result.CLEAN
     runner: Runner = Runner.SANDBOX
     mount: Mount = Mount.NONE
+
+    def consequential(self, variant: str | None) -> bool:
+        """Whether an untrusted session needs the owner for this call (I5, §5.2 step 7): every
+        call of a sink, and a call of a variant that changes what the owner keeps."""
+        return self.sink or any(v.name == variant and v.consequential for v in self.variants)
 
     @property
     def grant_key(self) -> str | None:
@@ -175,6 +183,7 @@ BROKERED: dict[str, ToolSpec] = {
                     "forget",
                     (Field("id", Kind.INT, "The number of the note, as recall shows it."),),
                     "Delete one note.",
+                    consequential=True,
                 ),
             ),
             result=Result.RUNNER,

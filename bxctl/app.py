@@ -24,6 +24,7 @@ from bxctl import (
     console_cmd,
     grant_cmds,
     mcp_cmds,
+    model_cmds,
     owner_cmds,
     session_cmds,
 )
@@ -40,6 +41,7 @@ app = typer.Typer(
 )
 app.add_typer(grant_cmds.app, name="grant")
 app.add_typer(mcp_cmds.app, name="mcp")
+app.add_typer(model_cmds.app, name="model")
 app.add_typer(audit_cmds.app, name="audit")
 audit_cmds.app.command()(audit_accept.accept)
 box_cmds.register(app)

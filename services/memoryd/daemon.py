@@ -1,8 +1,9 @@
 """memoryd's shell (SPEC §11): binds the memory socket and runs brokerd's memory calls.
 
 Only brokerd sends here, after it decided and recorded the call. A note takes the session's
-label from brokerd (`state_query`), never from the request: if brokerd does not say, nothing is
-stored. The rules live in `store` and `arguments`; this translates messages and errors.
+label from brokerd (`state_query`), never from the request, and a forget reaches only what that
+label may see: if brokerd does not say, nothing is stored or deleted. The rules live in `store`
+and `arguments`; this translates messages and errors.
 """
 
 from __future__ import annotations
@@ -145,8 +146,9 @@ class Memory:
             if before.arguments != args:
                 raise CallReused.of(session, call)
             return before.answer  # a retry: the same answer, nothing done again
-        if isinstance(action, Forget):
-            return self.store.forget(session, call, args, action.id, self._now())
+        if isinstance(action, Forget):  # only what the session's label may see (issue 14)
+            label = await self._label_of(session)
+            return self.store.forget(session, call, args, action.id, label, self._now())
         if not action.text.strip():
             return Answer(False, "nothing noted: the text is empty", CLEAN)
         label = await self._label_of(session)

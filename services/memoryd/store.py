@@ -3,7 +3,9 @@
 The only code that touches `{home}/memory/`. Every session sees every note: all are the owner's,
 and each keeps its writer's label. A recall carries the join of every note it searched (the whole
 store), not only of those it returns: "no notes match" tells about the notes too (§5.5).
-`note` and `forget` remember their answer by (session, call) in the same transaction (I8).
+`forget` deletes only a note whose class is at most the caller's, and answers a note above it as
+one that is not there (issue 14). `note` and `forget` remember their answer by (session, call)
+in the same transaction (I8).
 No clock for data (`now_ms` is given); every operation is bounded by `QUERY_S` and `BUSY_S`.
 """
 
@@ -320,11 +322,19 @@ class Store:
         with self._operation("keep the note"):
             return self._once(session, call, arguments, now_ms, act)
 
-    def forget(self, session: str, call: str, arguments: str, note_id: int, now_ms: int) -> Answer:
-        """Delete note `note_id`: `forgot #{id}`, or `no note #{id}` (ok false). Once."""
+    def forget(
+        self, session: str, call: str, arguments: str, note_id: int, label: Label, now_ms: int
+    ) -> Answer:
+        """Delete note `note_id` if the caller, holding `label`, may see it (its class at most
+        the caller's): `forgot #{id}`; else, and when there is no such note, the same
+        `no note #{id}` (ok false), so that no id above the caller's class shows. Once."""
+        seen = tuple(c.value for c in DataClass if c.at_most(label.class_))
 
         def act() -> Answer:
-            cursor = self._conn.execute("DELETE FROM notes WHERE id = ?", (note_id,))
+            cursor = self._conn.execute(
+                f"DELETE FROM notes WHERE id = ? AND class IN ({', '.join('?' * len(seen))})",
+                (note_id, *seen),
+            )
             if cursor.rowcount == 0:
                 return Answer(False, f"no note #{note_id}", CLEAN)
             return Answer(True, f"forgot #{note_id}", CLEAN)

@@ -63,12 +63,14 @@ class Failure:
 
 @dataclass(frozen=True)
 class Raw:
-    """Exactly these bytes, for answers no real server would give."""
+    """Exactly these bytes, for answers no real server would give, or a recorded one replayed.
+    `chunk` > 0 sends them chunked, that many bytes a chunk, each written on its own."""
 
     body: bytes
     status: int = 200
     content_type: str = "application/json"
     delay_s: float = 0.0
+    chunk: int = 0
 
 
 @dataclass(frozen=True)
@@ -191,9 +193,10 @@ class FakeModel:
         status: int = 200,
         content_type: str = "application/json",
         delay_s: float = 0.0,
+        chunk: int = 0,
     ) -> None:
         data = body.encode() if isinstance(body, str) else body
-        self._push(Raw(data, status, content_type, delay_s))
+        self._push(Raw(data, status, content_type, delay_s, chunk))
 
     def malformed(self) -> None:
         """Queue a 200 answer that is not JSON."""
@@ -360,6 +363,10 @@ class _Handler(BaseHTTPRequestHandler):
             action = Failure(400, f"the fake model server has no answer queued for request {n}")
         if isinstance(action, HangUp):
             self.close_connection = True
+        elif isinstance(action, Raw) and action.chunk > 0:
+            body, size = action.body, action.chunk
+            pieces = (body[n : n + size] for n in range(0, len(body), size))
+            self._send_chunked(action.status, action.content_type, pieces)
         elif isinstance(action, Raw):
             self._send(action.status, action.body, action.content_type)
         elif isinstance(action, Failure):
@@ -388,12 +395,15 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def _send_events(self, events: Iterator[bytes]) -> None:
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
+        self._send_chunked(200, "text/event-stream", events)
+
+    def _send_chunked(self, status: int, content_type: str, pieces: Iterator[bytes]) -> None:
+        self.send_response(status)
+        self.send_header("content-type", content_type)
         self.send_header("cache-control", "no-cache")
         self.send_header("transfer-encoding", "chunked")
         self.end_headers()
-        for event in events:
+        for event in pieces:
             self.wfile.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
             self.wfile.flush()
         self.wfile.write(b"0\r\n\r\n")

@@ -135,7 +135,10 @@ def decide(
     if not matching:  # 3
         note(lambda: f"no grant of {tool} matches")
         return Denied(DenyReason.NO_GRANT, args=args)
-    winner = _winner(matching, label, args, note, sink=spec.sink, place="place")
+    winner = _winner(
+        matching, label, args, note,
+        sink=spec.sink, consequential=spec.consequential(args.variant), place="place",
+    )  # fmt: skip
     if not isinstance(winner, Grant):
         return winner
     allowed = _allowed(winner, args, grants, own)
@@ -178,7 +181,10 @@ def _decide_mcp(
         return Denied(DenyReason.NO_GRANT, args=args)
     kind = matching[0].kind
     assert kind is not None
-    winner = _winner(matching, label, args, note, sink=kind.sink, place="sink", kind=kind)
+    winner = _winner(
+        matching, label, args, note,
+        sink=kind.sink, consequential=kind.sink, place="sink", kind=kind,
+    )  # fmt: skip
     if not isinstance(winner, Grant):
         return winner
     return _allowed_mcp(winner, args)
@@ -191,13 +197,15 @@ def _winner(
     note: Callable[[Callable[[], str]], None],
     *,
     sink: bool,
+    consequential: bool,
     place: str,
     kind: McpKind | None = None,
 ) -> Grant | Denied | Ask:
     """§5.2 steps 4 to 8 on the grants that match, most specific first, for built-in and
-    MCP tools alike: a deny wins; the winner's flow check and untrusted ask for a sink
-    (`place` names where a sink's data goes); the owner asked when the grant says so. The
-    winner when it allows the call."""
+    MCP tools alike: a deny wins; the winner's flow check for a sink (`place` names where a
+    sink's data goes); the untrusted ask for a consequential call (every sink's, and memory
+    `forget`: issue 14); the owner asked when the grant says so. The winner when it allows
+    the call."""
     note(lambda: "matching grants: " + ", ".join(f"{g.id} ({g.mode})" for g in matching))
     denies = [g for g in matching if g.mode is Mode.DENY]
     if denies:  # 4: an explicit deny always wins
@@ -216,7 +224,7 @@ def _winner(
         return Denied(DenyReason.FLOW_VIOLATION, grant=winner, args=args)
     if sink:
         note(lambda: f"flow: {label.class_} data may go to a {winner.class_} {place}")
-    if sink and label.untrusted:  # 7
+    if consequential and label.untrusted:  # 7
         note(lambda: "the session holds untrusted content, so the owner must approve this call")
         return Ask(winner, args, AskWhy.UNTRUSTED)
     if winner.mode is Mode.ASK:  # 8

@@ -247,6 +247,17 @@ def test_an_untrusted_session_must_ask_for_every_consequential_call(
     assert isinstance(decision, Ask) and decision.why is AskWhy.UNTRUSTED
 
 
+def test_an_untrusted_session_must_ask_to_forget_a_note() -> None:
+    decision = decide(UNTRUSTED, "memory", a(action="forget", id=1), [MEMORY])
+    assert isinstance(decision, Ask) and decision.why is AskWhy.UNTRUSTED
+    assert decision.args.canonical_json() == '{"action":"forget","id":1}'
+
+
+def test_a_trusted_session_forgets_without_asking_and_forget_is_no_sink() -> None:
+    decision = decide(SECRET, "memory", a(action="forget", id=1), [MEMORY])
+    assert isinstance(decision, Allowed) and decision.label is None
+
+
 def test_an_untrusted_session_asking_under_an_ask_grant_asks_because_it_is_untrusted() -> None:
     decision = decide(UNTRUSTED, "shell", a(command="ls", cwd="/home/kyle/work"), [WORK_SH])
     assert isinstance(decision, Ask) and decision.why is AskWhy.UNTRUSTED

@@ -82,7 +82,7 @@ async def test_recall_answers_with_the_join_of_the_notes_labels(
     await outcome(memory, '{"action":"note","text":"launch code"}')
     answer = await outcome(memory, '{"action":"recall","query":"launch"}', "call_2")
     assert answer == Done(True, "#1 launch code", SECRET)
-    assert labels.asked == ["chat-1"]  # recall and forget never ask
+    assert labels.asked == ["chat-1"]  # recall never asks
 
 
 async def test_forget_answers_forgot_or_no_note(memory: Memory) -> None:
@@ -93,6 +93,31 @@ async def test_forget_answers_forgot_or_no_note(memory: Memory) -> None:
     assert await outcome(memory, '{"action":"forget","id":1}', "c3") == Done(
         False, "no note #1", CLEAN
     )
+
+
+async def test_forget_asks_brokerd_the_label_and_a_note_above_it_is_no_note(
+    memory: Memory, labels: Labels
+) -> None:
+    labels.label = SECRET
+    await outcome(memory, '{"action":"note","text":"launch code"}')
+    labels.label = PRIVATE
+    labels.asked.clear()
+    assert await outcome(memory, '{"action":"forget","id":1}', "c2") == Done(
+        False, "no note #1", CLEAN
+    )
+    assert labels.asked == ["chat-1"]
+    assert [n.text for n in memory.store.notes()] == ["launch code"]
+
+
+async def test_when_brokerd_does_not_say_the_label_nothing_is_forgotten(
+    memory: Memory, labels: Labels
+) -> None:
+    await outcome(memory, '{"action":"note","text":"x"}')
+    labels.label = None
+    answer = await outcome(memory, '{"action":"forget","id":1}', "c2")
+    assert answer == Failed("cannot learn the session's label from brokerd: brokerd did not answer")
+    assert len(memory.store.notes()) == 1
+    assert memory.store.remembered("chat-1", "c2") is None
 
 
 async def test_a_retried_note_is_answered_again_without_asking_brokerd(

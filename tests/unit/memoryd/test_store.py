@@ -138,7 +138,8 @@ def test_every_session_sees_every_note(store: Store) -> None:
 
 def test_forget_deletes_the_note_and_says_so(store: Store) -> None:
     note(store, "old plan")
-    assert store.forget("chat-1", "f1", "forget-1", 1, NOW) == Answer(True, "forgot #1", CLEAN)
+    answer = store.forget("chat-1", "f1", "forget-1", 1, PRIVATE, NOW)
+    assert answer == Answer(True, "forgot #1", CLEAN)
     assert store.notes() == []
     assert store.recall("plan") == Answer(True, "no notes match", CLEAN)  # the store is empty
 
@@ -146,14 +147,43 @@ def test_forget_deletes_the_note_and_says_so(store: Store) -> None:
 @pytest.mark.parametrize("note_id", [2, 0, -1, 2**63 - 1, -(2**63)])
 def test_forget_of_a_missing_id_is_not_ok_and_changes_nothing(store: Store, note_id: int) -> None:
     note(store, "keep me")
-    answer = store.forget("chat-1", "f1", "forget", note_id, NOW)
+    answer = store.forget("chat-1", "f1", "forget", note_id, PRIVATE, NOW)
     assert answer == Answer(False, f"no note #{note_id}", CLEAN)
     assert [n.text for n in store.notes()] == ["keep me"]
 
 
+@pytest.mark.parametrize(
+    "caller, note_label, forgotten",
+    [
+        (PUBLIC, PUBLIC, True),
+        (PUBLIC, PUBLIC_UNTRUSTED, True),
+        (PUBLIC_UNTRUSTED, PRIVATE, False),
+        (PUBLIC, SECRET, False),
+        (PRIVATE, PRIVATE, True),
+        (PRIVATE, SECRET, False),
+        (PRIVATE, SECRET_UNTRUSTED, False),
+        (SECRET, PRIVATE, True),
+        (SECRET_UNTRUSTED, SECRET, True),
+    ],
+)
+def test_forget_reaches_only_a_note_whose_class_the_caller_holds_and_says_no_note_otherwise(
+    store: Store, caller: Label, note_label: Label, forgotten: bool
+) -> None:
+    note_id = note(store, "the note", note_label)
+    absent = store.forget("chat-2", "f0", "forget-absent", note_id + 1, caller, NOW)
+    answer = store.forget("chat-2", "f1", "forget", note_id, caller, NOW)
+    if forgotten:
+        assert answer == Answer(True, f"forgot #{note_id}", CLEAN)
+        assert store.notes() == []
+    else:  # word for word what an absent id gets: no id above the caller's class shows
+        assert answer == Answer(False, f"no note #{note_id}", CLEAN)
+        assert absent == Answer(False, f"no note #{note_id + 1}", CLEAN)
+        assert [n.text for n in store.notes()] == ["the note"]
+
+
 def test_a_forgotten_id_is_never_given_again(store: Store) -> None:
     note(store, "one")
-    store.forget("chat-1", "f1", "forget", 1, NOW)
+    store.forget("chat-1", "f1", "forget", 1, PRIVATE, NOW)
     assert note(store, "two") == 2
 
 
@@ -188,7 +218,7 @@ def test_the_recall_label_falls_back_once_the_note_that_raised_it_is_forgotten(
     note(store, "public words", PUBLIC)
     secret = note(store, "secret words", SECRET)
     assert store.recall("public").label == SECRET
-    store.forget("chat-1", "f-secret", "forget", secret, NOW)
+    store.forget("chat-1", "f-secret", "forget", secret, SECRET, NOW)
     assert store.recall("public").label == PUBLIC
     assert store.searched_label() == PUBLIC
 
@@ -388,8 +418,9 @@ def test_a_note_sent_again_by_the_same_call_is_kept_once_and_answered_the_same(
 
 def test_a_forget_sent_again_answers_as_the_first_time(store: Store) -> None:
     note(store, "gone soon")
-    first = store.forget("chat-1", "f1", "args", 1, NOW)
-    assert store.forget("chat-1", "f1", "args", 1, NOW) == first == Answer(True, "forgot #1", CLEAN)
+    first = store.forget("chat-1", "f1", "args", 1, PRIVATE, NOW)
+    again = store.forget("chat-1", "f1", "args", 1, PRIVATE, NOW)
+    assert again == first == Answer(True, "forgot #1", CLEAN)
 
 
 def test_the_same_call_id_in_another_session_is_another_call(store: Store) -> None:
@@ -403,7 +434,7 @@ def test_a_call_that_comes_again_with_other_arguments_is_refused(store: Store) -
     with pytest.raises(CallReused, match="call call_1 of session chat-1 already ran"):
         store.note("chat-1", "call_1", "args-2", "two", PRIVATE, NOW)
     with pytest.raises(CallReused):
-        store.forget("chat-1", "call_1", "args-3", 1, NOW)
+        store.forget("chat-1", "call_1", "args-3", 1, PRIVATE, NOW)
     assert [n.text for n in store.notes()] == ["one"]
 
 

@@ -1,0 +1,86 @@
+"""Answers as real servers write them (tests/fixtures/models/, issue 14), replayed through the
+real client over real HTTP on 127.0.0.1: byte for byte, and in small chunks that split lines,
+JSON and UTF-8 characters. Each must read as the server meant it: the text, and each tool
+call's id, name and arguments; an answer cut by the token limit must not come out as a whole
+call.
+
+`cases.json` lists every fixture with what it means; README.md says where each comes from.
+The cases the client of this branch misreads are marked there (`client_fix`) and expected to
+fail here until the client fix of issue 14 lands.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.loopd.model import ModelError, Reply, User
+from tests.fakes.model_server import FakeModel
+from tests.unit.loopd.conftest import Connect
+
+pytestmark = pytest.mark.anyio
+
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "models"
+CASES: list[dict[str, Any]] = json.loads((FIXTURES / "cases.json").read_text(encoding="utf-8"))
+CHUNKS = {"whole": 0, "7 bytes": 7, "1 byte": 1}  # 0: byte for byte, with a content-length
+
+
+def params() -> list[Any]:
+    found = []
+    for case in CASES:
+        fix = case["client_fix"]
+        marks = (
+            [
+                pytest.mark.xfail(
+                    strict=True, reason=f"issue 14 client fix in branch issue-14-client: {fix}"
+                )
+            ]
+            if fix
+            else []
+        )
+        for name, size in CHUNKS.items():
+            found.append(pytest.param(case, size, id=f"{case['file']}-{name}", marks=marks))
+    return found
+
+
+def test_every_fixture_is_listed_once_and_every_family_has_streamed_and_whole_answers() -> None:
+    listed = [case["file"] for case in CASES]
+    on_disk = sorted(
+        str(p.relative_to(FIXTURES)) for p in FIXTURES.rglob("*") if p.suffix in (".sse", ".json")
+    )
+    assert sorted(listed) == [f for f in on_disk if f != "cases.json"]
+    assert len(set(listed)) == len(listed)
+    families = {f.split("/")[0] for f in listed}
+    assert len(families) >= 8
+    streamed = {f.split("/")[0] for f in listed if f.endswith(".sse")}
+    assert streamed == families
+
+
+@pytest.mark.parametrize("case, chunk", params())
+async def test_a_recorded_answer_reads_as_the_server_meant_it(
+    fake: FakeModel, connect: Connect, case: dict[str, Any], chunk: int
+) -> None:
+    body = (FIXTURES / case["file"]).read_bytes()
+    streamed = case["file"].endswith(".sse")
+    content_type = "text/event-stream" if streamed else "application/json"
+    fake.raw(body, content_type=content_type, chunk=chunk)
+    model = connect(case["provider"], stream=streamed)
+    if case["cut"]:  # an error, or a reply without the cut call: never the call as if whole
+        try:
+            cut = await model.complete("system", [User("go")], [])
+        except ModelError:
+            return
+        assert [c.name for c in cut.tool_calls] == [], cut
+        return
+    reply = await model.complete("system", [User("go")], [])
+    assert read(reply) == (
+        case["text"],
+        [(c["id"], c["name"], c["arguments"]) for c in case["calls"]],
+    )
+
+
+def read(reply: Reply) -> tuple[str, list[tuple[str, str, Any]]]:
+    return reply.text, [(c.id, c.name, json.loads(c.arguments)) for c in reply.tool_calls]
