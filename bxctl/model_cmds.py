@@ -18,7 +18,6 @@ import typer
 
 from bxcore.config import ConfigError, ModelConfig, load_config
 from bxcore.home import Home
-from bxctl import model_probe
 from bxctl.model_verdict import Probe, Report, Setup, report
 from bxctl.output import fail, print_json, say, table
 
@@ -37,6 +36,8 @@ def setup_of(config: ModelConfig, environ: Mapping[str, str]) -> Setup:
 async def run_check(config: ModelConfig, environ: Mapping[str, str]) -> Report:
     """Every step the server lets the check take: a probe only after the server was reached
     and the key is there; the configured way first."""
+    from bxctl import model_probe  # httpx and loopd's client: not for every bxctl command
+
     setup = setup_of(config, environ)
     reached, listing = await model_probe.reach(config, environ)
     probes: list[Probe] = []
