@@ -44,10 +44,10 @@ def cut_off_message(config: ModelConfig, *, retried: bool) -> str:
         )
     if config.max_tokens or config.provider == "anthropic":
         limit = config.max_tokens or MAX_TOKENS
-        where = f"[model] max_tokens = {limit}{'' if config.max_tokens else ' (the default)'}"
+        where = f"at {'' if config.max_tokens else 'the default '}[model] max_tokens = {limit}"
     else:
-        where = "the server's own limit ([model] max_tokens = 0 sends none)"
+        where = "at the server's own limit ([model] max_tokens = 0 sends none)"
     return (
-        f"{said} ({where}), so the call was not run; raise [model] max_tokens in config.toml, "
+        f"{said}, {where}, so the call was not run; raise [model] max_tokens in config.toml, "
         "or set [model] retry_max_tokens to let the model try once more with a higher limit"
     )

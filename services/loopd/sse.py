@@ -1,9 +1,9 @@
 """Server-sent events (the WHATWG `text/event-stream` format), decoded from bytes as they come.
 
 Pure: no I/O, no clock. Lines end at CR, LF or CRLF and nowhere else (U+2028, U+0085 and the
-other breaks of `str.splitlines` are text inside a JSON value); a line, and the whole stream,
-are capped while they are read, so bytes without a newline never grow past the cap. Only
-complete events are given out: a reader counts them, not bytes, to tell a live stream.
+other breaks of `str.splitlines` are text inside a JSON value); the stream is capped as each
+piece is fed, so bytes without a newline never grow past the cap. Only complete events are
+given out: a reader counts them, not bytes, to tell a live stream.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ class SseEvent:
 class SseDecoder:
     """Feed it bytes in any pieces; it gives each complete event once.
 
-    `limit` bounds one line, the data of one event, and every byte fed in all. Comments
-    (`:` lines), `id:` and `retry:` are read past; an event without `data:` is not given.
+    `limit` bounds every byte fed in all, and so any line or event. Comments (`:` lines),
+    `id:` and `retry:` are read past; an event without `data:` is not given.
     """
 
     def __init__(self, limit: int) -> None:
@@ -41,7 +41,6 @@ class SseDecoder:
         self._started = False  # a first line was read (a BOM may only open the stream)
         self._event = ""
         self._data: list[str] = []
-        self._data_size = 0
 
     def __repr__(self) -> str:
         return f"<SseDecoder {self.fed} bytes, {len(self._line)} in the open line>"
@@ -59,9 +58,9 @@ class SseDecoder:
         while start < len(chunk):
             end = _line_end(chunk, start)
             if end < 0:
-                self._grow(chunk, start, len(chunk))
+                self._line += chunk[start:]
                 break
-            self._grow(chunk, start, end)
+            self._line += chunk[start:end]
             event = self._take_line(bytes(self._line))
             self._line.clear()
             if event is not None:
@@ -82,11 +81,6 @@ class SseDecoder:
         event = self._dispatch()
         return [event] if event is not None else []
 
-    def _grow(self, chunk: bytes, start: int, end: int) -> None:
-        if len(self._line) + end - start > self.limit:
-            raise SseError(f"a line of the stream is longer than {self.limit} bytes")
-        self._line += chunk[start:end]
-
     def _take_line(self, raw: bytes) -> SseEvent | None:
         if not self._started:
             self._started = True
@@ -102,15 +96,12 @@ class SseDecoder:
         if name == "event":
             self._event = value
         elif name == "data":
-            self._data_size += len(raw) + 1
-            if self._data_size > self.limit:
-                raise SseError(f"an event of the stream is larger than {self.limit} bytes")
             self._data.append(value)
         return None
 
     def _dispatch(self) -> SseEvent | None:
         event = SseEvent(self._event or "message", "\n".join(self._data)) if self._data else None
-        self._event, self._data, self._data_size = "", [], 0
+        self._event, self._data = "", []
         return event
 
 
