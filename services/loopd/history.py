@@ -85,12 +85,12 @@ class RecordTooLarge(ValueError):
     """A record longer than a history line may be (`MAX_LINE`); nothing was written."""
 
 
-def _too_large(record: Record, size: int) -> str:
+def _too_large(record: Record, size: int, least: str = "") -> str:
     if isinstance(record, ModelReply):
         return (
-            f"the model's answer is too large to keep in the session's history ({size} bytes "
-            f"as a record, at most {MAX_LINE}), so the turn stops; ask for a shorter answer, "
-            "or for one in parts written to files"
+            f"the model's answer is too large to keep in the session's history ({least}{size} "
+            f"bytes as a record, at most {MAX_LINE}), so the turn stops; ask for a shorter "
+            "answer, or for one in parts written to files"
         )
     return f"a {record.TYPE} record of {size} bytes is longer than a history line ({MAX_LINE})"
 
@@ -304,6 +304,10 @@ class SessionLog:
     def append(self, record: Record) -> None:
         """Write one record durably, then remember it; `RecordTooLarge` (and nothing written)
         when its line could not be read back."""
+        if isinstance(record, ModelReply):  # at least a byte a character: refused unencoded
+            least = len(record.text) + sum(len(c.arguments) for c in record.calls)
+            if least > MAX_LINE:
+                raise RecordTooLarge(_too_large(record, least, "at least "))
         line = encode(record) + b"\n"
         if len(line) - 1 > MAX_LINE:
             raise RecordTooLarge(_too_large(record, len(line) - 1))
