@@ -38,6 +38,9 @@ class ModelConfig:
     api_key_env: str = default("model", "api_key_env")
     stream: bool = default("model", "stream")
     timeout_s: float = default("model", "timeout_s")
+    deadline_s: float = default("model", "deadline_s")
+    max_tokens: int = default("model", "max_tokens")
+    retry_max_tokens: int = default("model", "retry_max_tokens")
     script: str = default("model", "script")
 
 
@@ -222,6 +225,12 @@ def _check_together(config: Config, source: str) -> None:
     """The rules that read two keys at once."""
     if config.model.provider == "scripted" and not config.model.script:
         raise ConfigError(f'{source}: [model] script: needed when provider = "scripted"')
+    model = config.model
+    if 0 < model.retry_max_tokens <= model.max_tokens:
+        raise ConfigError(
+            f"{source}: [model] retry_max_tokens: must be more than [model] max_tokens "
+            f"({model.max_tokens}), or 0 for no second try"
+        )
     seen: dict[str, str] = {}
     for key in KEYS:
         if key.section != "sockets":

@@ -284,7 +284,18 @@ KEYS: tuple[Key, ...] = (
     Key("model", "stream", Kind.BOOLEAN, False, BOOLEAN,
         "Ask the server for streamed answers."),
     Key("model", "timeout_s", Kind.NUMBER, 60.0, seconds(0, _DAY),
-        "Seconds to wait for one model answer (3 tries, then the turn ends with an error)."),
+        "Seconds to wait for one model answer (3 tries, then the turn ends with an error); "
+        "a streamed answer's next event must come within it."),
+    Key("model", "deadline_s", Kind.NUMBER, 600.0, seconds(0, _DAY),
+        "Seconds one model answer may take in all, streamed or whole, its tries included; "
+        "then the turn ends with an error."),
+    Key("model", "max_tokens", Kind.INTEGER, 0, int_between(0, 10_000_000),
+        "Most tokens of one answer, sent as max_tokens; 0: the server's own default "
+        "(\"openai\"), or 4096 (\"anthropic\", which needs one)."),
+    Key("model", "retry_max_tokens", Kind.INTEGER, 0, int_between(0, 10_000_000),
+        "When the token limit cuts an answer off in a tool call, the call is not run and "
+        "the model answers once more with this higher limit; 0: no second try, the turn "
+        "ends with an error."),
     Key("model", "script", Kind.STRING, "", ABSOLUTE_PATH,
         "The scripted model's JSON file of answers (absolute path); needed by \"scripted\"."),
     Key("loop", "max_steps", Kind.INTEGER, 24, int_between(1, 1000),

@@ -8,20 +8,11 @@ meant and gets `/messages` only. The answer is only read, never acted on.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
-from services.loopd.http_client import (
-    answered_error,
-    invalid,
-    is_event_stream,
-    parse_json,
-    read_json,
-    sse_events,
-)
+from services.loopd.http_client import Body, answered_error, invalid, parse_json
 from services.loopd.http_provider import HttpProvider
 from services.loopd.model import (
     Assistant,
@@ -31,12 +22,14 @@ from services.loopd.model import (
     ToolCall,
     ToolResult,
     User,
+    finish_of,
 )
 from services.loopd.replies import clean, tool_calls
 from services.loopd.schemas import offer_schema
+from services.loopd.sse import SseEvent
 
 VERSION = "2023-06-01"
-MAX_TOKENS = 4096
+MAX_TOKENS = 4096  # the Messages API needs a limit: this one when [model] max_tokens is 0
 
 
 def messages_url(base_url: str) -> str:
@@ -103,8 +96,9 @@ def request_body(
     tools: Sequence[Offer],
     *,
     stream: bool = False,
+    max_tokens: int = 0,
 ) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": model, "max_tokens": MAX_TOKENS}
+    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens or MAX_TOKENS}
     if system:
         body["system"] = system
     body["messages"] = api_messages(messages)
@@ -147,7 +141,10 @@ def reply_of(body: Any, messages: Sequence[Message]) -> Reply:
             if "input" not in block:
                 raise invalid(f"`content[{n}].input` is missing")
             found.append((block.get("id"), block["name"], arguments_text(block["input"])))
-    return Reply(clean("".join(text)), tool_calls(found, messages))
+    reason = body.get("stop_reason")
+    if reason is not None and not isinstance(reason, str):
+        raise invalid("`stop_reason` is not a string")
+    return Reply(clean("".join(text)), tool_calls(found, messages), finish_of(reason), reason or "")
 
 
 # -- streaming ------------------------------------------------------------------------------
@@ -162,13 +159,18 @@ class _Block:
     parts: list[str] = field(default_factory=list)
 
 
-async def read_stream(response: httpx.Response, messages: Sequence[Message]) -> Reply:
-    """Assemble the Reply from `content_block_start` and `content_block_delta` events until
-    `message_stop`; a whole answer despite `stream: true` is read as one."""
-    if not is_event_stream(response):
-        return reply_of(await read_json(response), messages)
-    blocks: dict[int, _Block] = {}
-    async for _event, data in sse_events(response):
+@dataclass
+class StreamedReply:
+    """A streamed answer put together from its events: `content_block_start` and
+    `content_block_delta` make the blocks, `message_delta` says the `stop_reason`, and
+    `message_stop` ends it. Pure. An answer is complete at `message_stop` or a stop reason."""
+
+    blocks: dict[int, _Block] = field(default_factory=dict)
+    stop_reason: str | None = None
+    done: bool = False  # `message_stop` came
+
+    def take(self, data: str) -> bool:
+        """Read one event's data; True once it was `message_stop` (nothing more is read)."""
         event = parse_json(data)
         kind = event.get("type") if isinstance(event, dict) else None
         if not isinstance(event, dict) or not isinstance(kind, str):
@@ -176,33 +178,70 @@ async def read_stream(response: httpx.Response, messages: Sequence[Message]) -> 
         if kind == "error":
             raise answered_error(event)
         if kind == "message_stop":
-            break
-        index = event.get("index")
+            self.done = True
+            return True
+        if kind == "message_delta":
+            delta = event.get("delta")
+            reason = delta.get("stop_reason") if isinstance(delta, dict) else None
+            if reason is not None:
+                self.stop_reason = _string(reason, "stop_reason")
+            return False
         if kind not in ("content_block_start", "content_block_delta"):
-            continue
+            return False
+        index = event.get("index")
         if not isinstance(index, int) or isinstance(index, bool):
             raise invalid(f"a `{kind}` event has no index")
         if kind == "content_block_start":
             start = event.get("content_block")
             if not isinstance(start, dict) or not isinstance(start.get("type"), str):
                 raise invalid("a `content_block_start` event has no block")
-            blocks[index] = _Block(
-                start["type"], start.get("id"), start.get("name"), start.get("input")
-            )
+            block = _Block(start["type"], start.get("id"), start.get("name"), start.get("input"))
             if start["type"] == "text":
-                blocks[index].parts.append(_string(start.get("text", ""), "text"))
+                block.parts.append(_string(start.get("text", ""), "text"))
+            self.blocks[index] = block
         else:
-            _add_delta(blocks.get(index), event.get("delta"))
-    text: list[str] = []
-    found: list[tuple[object, str, str]] = []
-    for _, block in sorted(blocks.items()):
-        if block.kind == "text":
-            text += block.parts
-        elif block.kind == "tool_use":
-            if not isinstance(block.name, str):
-                raise invalid("a streamed `tool_use` block has no name")
-            found.append((block.id, block.name, _streamed_arguments(block)))
-    return Reply(clean("".join(text)), tool_calls(found, messages))
+            _add_delta(self.blocks.get(index), event.get("delta"))
+        return False
+
+    def reply(self, messages: Sequence[Message]) -> Reply:
+        """The Reply, once the stream has ended; an answer the stream never finished is an
+        error, not a shorter answer."""
+        if not self.done and self.stop_reason is None:
+            raise invalid("the stream ended before the answer did (no message_stop)")
+        text: list[str] = []
+        found: list[tuple[object, str, str]] = []
+        for _, block in sorted(self.blocks.items()):
+            if block.kind == "text":
+                text += block.parts
+            elif block.kind == "tool_use":
+                if not isinstance(block.name, str):
+                    raise invalid("a streamed `tool_use` block has no name")
+                found.append((block.id, block.name, _streamed_arguments(block)))
+        reason = self.stop_reason
+        return Reply(
+            clean("".join(text)), tool_calls(found, messages), finish_of(reason), reason or ""
+        )
+
+
+def reply_of_events(events: Iterable[SseEvent], messages: Sequence[Message]) -> Reply:
+    """The Reply of a whole stream's events (for tests and tools; loopd reads as they come)."""
+    streamed = StreamedReply()
+    for event in events:
+        if streamed.take(event.data):
+            break
+    return streamed.reply(messages)
+
+
+async def read_stream(answer: Body, messages: Sequence[Message]) -> Reply:
+    """The Reply of a streamed answer, read event by event until `message_stop`; a whole
+    answer despite `stream: true` is read as one."""
+    if not answer.is_event_stream:
+        return reply_of(await answer.json(), messages)
+    streamed = StreamedReply()
+    async for event in answer.events():
+        if streamed.take(event.data):
+            break
+    return streamed.reply(messages)
 
 
 def _add_delta(block: _Block | None, delta: object) -> None:
@@ -216,11 +255,11 @@ def _add_delta(block: _Block | None, delta: object) -> None:
 
 def _streamed_arguments(block: _Block) -> str:
     """A streamed tool_use block's input: its JSON pieces, re-encoded as a whole answer's would
-    be when they parse, else as written (the broker judges them); no pieces, the input it
-    started with."""
-    if not block.parts:
-        return arguments_text(block.start_input if block.start_input is not None else {})
+    be when they parse, else as written (the broker judges them); no pieces, or only empty
+    ones (a tool called without arguments), the input it started with, else `{}`."""
     written = "".join(block.parts)
+    if not written.strip():
+        return arguments_text(block.start_input if block.start_input is not None else {})
     try:
         return arguments_text(json.loads(written))
     except (ValueError, RecursionError):
@@ -249,12 +288,18 @@ class AnthropicModel(HttpProvider):
         return headers
 
     def _body(
-        self, system: str, messages: Sequence[Message], tools: Sequence[Offer], stream: bool
+        self,
+        system: str,
+        messages: Sequence[Message],
+        tools: Sequence[Offer],
+        stream: bool,
+        max_tokens: int,
     ) -> dict[str, Any]:
-        return request_body(self.config.model, system, messages, tools, stream=stream)
+        model = self.config.model
+        return request_body(model, system, messages, tools, stream=stream, max_tokens=max_tokens)
 
     def _whole(self, body: Any, messages: Sequence[Message]) -> Reply:
         return reply_of(body, messages)
 
-    async def _streamed(self, response: httpx.Response, messages: Sequence[Message]) -> Reply:
-        return await read_stream(response, messages)
+    async def _streamed(self, answer: Body, messages: Sequence[Message]) -> Reply:
+        return await read_stream(answer, messages)

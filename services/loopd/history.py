@@ -6,10 +6,14 @@ records (`model_reply`, `tool_result`, `spawned`), which hold what the model sai
 so that a restart can rebuild the conversation and resume a turn that was cut off. Without
 loading a file whole, it also reads its outline (for loopd's start) and its events (for a
 history page). loopd is the only writer of `{home}/sessions/`.
+
+A line is never longer than one that can be read back (`MAX_LINE`, the wire's limit); a line
+that cannot be read is passed over, never cut with all that follows, except a torn last line.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Generator
@@ -30,6 +34,10 @@ from bxcore.messages import (
     TurnEvent,
 )
 from services.loopd.model import Assistant, Message, ToolCall, ToolResult, User
+
+log = logging.getLogger("loopd")
+
+MAX_LINE = wire.MAX_MESSAGE  # `decode` reads no longer line
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +79,20 @@ Record = TurnEvent | ModelReply | ToolResultRecord | Spawned
 _TYPES: dict[str, type[Any]] = {
     cls.TYPE: cls for cls in (TurnEvent, ModelReply, ToolResultRecord, Spawned)
 }
+
+
+class RecordTooLarge(ValueError):
+    """A record longer than a history line may be (`MAX_LINE`); nothing was written."""
+
+
+def _too_large(record: Record, size: int, least: str = "") -> str:
+    if isinstance(record, ModelReply):
+        return (
+            f"the model's answer is too large to keep in the session's history ({least}{size} "
+            f"bytes as a record, at most {MAX_LINE}), so the turn stops; ask for a shorter "
+            "answer, or for one in parts written to files"
+        )
+    return f"a {record.TYPE} record of {size} bytes is longer than a history line ({MAX_LINE})"
 
 
 def encode(record: Record) -> bytes:
@@ -149,8 +171,8 @@ def outline(session: str, path: Path) -> Outline:
 
 def read_events(path: Path, after: int = 0) -> Generator[tuple[TurnEvent, int], None, None]:
     """The events of a history file with a seq past `after`, each with the length of its
-    line, read as they are asked for (a page reads no further than it needs). Nothing after
-    a bad line, as `SessionLog.load`; the file is never changed. No file: no events."""
+    line, read as they are asked for (a page reads no further than it needs). A bad line is
+    passed over, as `SessionLog.load` does; the file is never changed. No file: no events."""
     try:
         with open(path, "rb") as file:
             for line in file:
@@ -158,16 +180,14 @@ def read_events(path: Path, after: int = 0) -> Generator[tuple[TurnEvent, int], 
                 if not line:
                     continue
                 if not line.startswith(_EVENT_LINE):
-                    if line.startswith(_OTHER_LINES):
-                        continue  # a transcript record: no need to decode it
-                    return  # a bad line
+                    continue  # a transcript record (no need to decode it), or a bad line
                 seq = _SEQ.match(line)
                 if seq is not None and int(seq[1]) <= after:
                     continue  # on an earlier page
                 try:
                     record = decode(line)
                 except ValueError:
-                    return
+                    continue
                 if isinstance(record, TurnEvent) and record.seq > after:
                     yield record, len(line)
     except FileNotFoundError:
@@ -213,31 +233,36 @@ class SessionLog:
 
     @classmethod
     def load(cls, session: str, path: Path) -> SessionLog:
-        """Read the file; a torn last line (a crash mid-write) is cut off."""
-        log = cls(session, path)
+        """Read the file. A torn last line (no newline: a crash mid-write, as each record is
+        written with its newline at once) is cut off; any other line that cannot be read is
+        passed over and kept, and so is every line after it."""
+        found = cls(session, path)
         try:
             with open(path, "rb") as file:
                 data = file.read()
                 written = os.fstat(file.fileno()).st_mtime_ns // 1_000_000
         except FileNotFoundError:
-            return log
-        good = 0
-        for line in data.split(b"\n"):
+            return found
+        whole = data.rfind(b"\n") + 1  # the torn rest, if any, is data[whole:]
+        bad = 0
+        for line in data[:whole].split(b"\n"):
             if not line:
-                good += 1
                 continue
             try:
-                log._take(decode(line))
+                record = decode(line)
             except ValueError:
-                break  # nothing after a bad line is trusted
-            good += len(line) + 1
-        log.size = min(good, len(data))
-        if log.size < len(data):
+                bad += 1
+                continue
+            found._take(record)
+        if bad:
+            log.warning("%s: passed over %d history lines that cannot be read", session, bad)
+        found.size = whole
+        if whole < len(data):
             with open(path, "r+b") as file:
-                file.truncate(log.size)
+                file.truncate(whole)
                 os.fsync(file.fileno())
-        log.updated = rfc3339(written)
-        return log
+        found.updated = rfc3339(written)
+        return found
 
     def _take(self, record: Record) -> None:
         self.records.append(record)
@@ -277,9 +302,16 @@ class SessionLog:
             self.spawns[record.call] = record.child
 
     def append(self, record: Record) -> None:
-        """Write one record durably, then remember it."""
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        """Write one record durably, then remember it; `RecordTooLarge` (and nothing written)
+        when its line could not be read back."""
+        if isinstance(record, ModelReply):  # at least a byte a character: refused unencoded
+            least = len(record.text) + sum(len(c.arguments) for c in record.calls)
+            if least > MAX_LINE:
+                raise RecordTooLarge(_too_large(record, least, "at least "))
         line = encode(record) + b"\n"
+        if len(line) - 1 > MAX_LINE:
+            raise RecordTooLarge(_too_large(record, len(line) - 1))
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             os.write(fd, line)

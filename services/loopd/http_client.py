@@ -1,16 +1,20 @@
 """The HTTP client of a model server (SPEC §10.2): one httpx client, three tries, one-line
-errors, and the readers of a body (whole, JSON, server-sent events).
+errors, deadlines, and the reader of a body (`Body`: whole JSON, or server-sent events).
 
 Timeouts, broken connections, 429 and 5xx are tried again after a backoff (`Retry-After`
-honoured up to a cap); anything else fails at once. Every foreign exception (httpx's, the JSON
-parser's) becomes a `ModelError` here, at the edge. What an answer means is the providers' job
-(`http_provider` and its subclasses).
+honoured up to a cap); anything else fails at once. Each try must answer within `timeout_s`,
+where a streamed answer's every complete event (not any byte) gives it `timeout_s` more; all
+tries together must end within `deadline_s`. Bodies are read uncompressed and capped while
+they are read. Every foreign exception (httpx's, the JSON parser's) becomes a `ModelError`
+here, at the edge. What an answer means is the providers' job (`http_provider` and its
+subclasses).
 """
 
 from __future__ import annotations
 
 import email.utils
 import json
+import math
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -22,6 +26,7 @@ import httpx
 
 from services.loopd.model import ModelError
 from services.loopd.replies import clean
+from services.loopd.sse import SseDecoder, SseError, SseEvent
 
 T = TypeVar("T")
 Sleep = Callable[[float], Awaitable[None]]
@@ -62,7 +67,8 @@ def key_note(env_name: str, key: str | None) -> str:
 
 @dataclass(frozen=True, slots=True)
 class _Failure:
-    """One try that may be worth another: unreachable, timeout, or a 429/5xx status."""
+    """One try that may be worth another: unreachable, timeout (`idle`: a stream that stopped
+    giving events), or a 429/5xx status."""
 
     kind: str
     why: str = ""
@@ -76,6 +82,44 @@ class _Retry(Exception):
         self.failure = failure
 
 
+class Body:
+    """One successful response as a provider reads it: `json()` whole, or `events()` one
+    complete server-sent event at a time, each giving the try `idle_s` more to live."""
+
+    def __init__(self, response: httpx.Response, idle: anyio.CancelScope, idle_s: float) -> None:
+        self.response = response
+        self._idle = idle
+        self._idle_s = idle_s
+        self.streaming = False  # events() has begun: a timeout now is a stream gone quiet
+
+    def __repr__(self) -> str:
+        mode = "events" if self.is_event_stream else "whole"
+        return f"<Body {self.response.status_code} {mode}{', streaming' if self.streaming else ''}>"
+
+    @property
+    def is_event_stream(self) -> bool:
+        content_type: str = self.response.headers.get("content-type", "")
+        return content_type.lower().startswith("text/event-stream")
+
+    async def json(self) -> Any:
+        return parse_json(await read_at_most(self.response, MAX_ANSWER_BYTES))
+
+    async def events(self) -> AsyncIterator[SseEvent]:
+        """Each complete event, as it comes; at most `MAX_ANSWER_BYTES` in all."""
+        self.streaming = True
+        decoder = SseDecoder(MAX_ANSWER_BYTES)
+        async for chunk in _raw_chunks(self.response):
+            try:
+                events = decoder.feed(chunk)
+            except SseError as error:
+                raise invalid(str(error)) from None
+            for event in events:
+                self._idle.deadline = anyio.current_time() + self._idle_s
+                yield event
+        for event in decoder.end():
+            yield event
+
+
 class HttpClient:
     """One model server's HTTP client: `post` tries a request up to `len(backoff) + 1` times."""
 
@@ -85,11 +129,13 @@ class HttpClient:
         timeout_s: float,
         key_env: str,
         *,
+        deadline_s: float = math.inf,
         sleep: Sleep = anyio.sleep,
         backoff: Sequence[float] = BACKOFF_S,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
+        self.deadline_s = deadline_s
         self.key_env = key_env
         self.tries = len(backoff) + 1
         self._backoff = tuple(backoff)
@@ -104,7 +150,10 @@ class HttpClient:
 
     def __repr__(self) -> str:
         state = "closed" if self._client.is_closed else "open"
-        return f"<HttpClient {self.base_url} {state}, {self.tries} tries, {self.timeout_s:g} s>"
+        return (
+            f"<HttpClient {self.base_url} {state}, {self.tries} tries, {self.timeout_s:g} s, "
+            f"{self.deadline_s:g} s in all>"
+        )
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -114,21 +163,26 @@ class HttpClient:
         url: str,
         body: Mapping[str, Any],
         headers: Mapping[str, str],
-        read: Callable[[httpx.Response], Awaitable[T]],
-        *,
-        stream: bool = False,
+        read: Callable[[Body], Awaitable[T]],
     ) -> T:
-        """POST `body` as JSON and give the response to `read`. A whole answer must arrive
-        within `timeout_s`; a streamed one may take longer while pieces keep coming."""
+        """POST `body` as JSON and give the response to `read`. Each try must answer within
+        `timeout_s` (a streamed answer: each next event within it), all within `deadline_s`."""
         payload = clean(json.dumps(body, ensure_ascii=False)).encode("utf-8")
         failure = _Failure("unreachable", "not tried")
-        for attempt in range(self.tries):
-            if attempt:
-                await self._sleep(self._wait_s(attempt, failure))
-            try:
-                return await self._try(url, payload, headers, read, stream)
-            except _Retry as retry:
-                failure = retry.failure
+        with anyio.move_on_after(self.deadline_s) as overall:
+            for attempt in range(self.tries):
+                if attempt:
+                    await self._sleep(self._wait_s(attempt, failure))
+                try:
+                    return await self._try(url, payload, headers, read)
+                except _Retry as retry:
+                    failure = retry.failure
+        if overall.cancelled_caught:
+            raise ModelError(
+                f"the model server at {self.base_url} did not finish its answer within "
+                f"{self.deadline_s:g} s ([model] deadline_s); raise it in config.toml, or use "
+                "a faster model"
+            )
         raise ModelError(self._exhausted(failure))
 
     async def _try(
@@ -136,20 +190,27 @@ class HttpClient:
         url: str,
         payload: bytes,
         headers: Mapping[str, str],
-        read: Callable[[httpx.Response], Awaitable[T]],
-        stream: bool,
+        read: Callable[[Body], Awaitable[T]],
     ) -> T:
-        sent = {"content-type": "application/json", "accept": "application/json", **headers}
+        sent = {
+            "content-type": "application/json",
+            "accept": "application/json",
+            "accept-encoding": "identity",  # a body is capped as it is read, not unpacked
+            **headers,
+        }
+        body: Body | None = None
         try:
-            with anyio.fail_after(None if stream else self.timeout_s):
+            with anyio.fail_after(self.timeout_s) as idle:
                 async with self._client.stream(
                     "POST", url, content=payload, headers=sent
                 ) as response:
                     if not response.is_success:
                         await self._refused(response)
-                    return await read(response)
+                    body = Body(response, idle, self.timeout_s)
+                    return await read(body)
         except (TimeoutError, httpx.TimeoutException):
-            raise _Retry(_Failure("timeout")) from None
+            quiet = body is not None and body.streaming
+            raise _Retry(_Failure("idle" if quiet else "timeout")) from None
         except httpx.TransportError as exc:
             raise _Retry(_Failure("unreachable", _why(exc))) from None
         except httpx.HTTPError as exc:  # a body that cannot be decoded, and the like
@@ -194,6 +255,11 @@ class HttpClient:
                 f"{where} did not answer within {self.timeout_s:g} s ({tries}); "
                 "raise [model] timeout_s in config.toml, or use a smaller model"
             )
+        if failure.kind == "idle":
+            return (
+                f"{where} sent no complete event for {self.timeout_s:g} s of a streamed answer "
+                f"({tries}); raise [model] timeout_s in config.toml, or set stream = false"
+            )
         if failure.kind == "unreachable":
             return (
                 f"{where} did not answer ({failure.why}, {tries}); "
@@ -214,16 +280,24 @@ class HttpClient:
 async def read_at_most(response: httpx.Response, limit: int, *, cut: bool = False) -> bytes:
     """The body, up to `limit` bytes: past that, the first `limit` bytes when `cut`, else a
     `ModelError`."""
-    parts: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
-        parts.append(chunk)
-        size += len(chunk)
-        if size > limit:
+    parts = bytearray()
+    async for chunk in _raw_chunks(response, strict=not cut):
+        parts += chunk
+        if len(parts) > limit:
             if cut:
-                return b"".join(parts)[:limit]
+                return bytes(parts[:limit])
             raise invalid(f"it is larger than {limit} bytes")
-    return b"".join(parts)
+    return bytes(parts)
+
+
+async def _raw_chunks(response: httpx.Response, *, strict: bool = True) -> AsyncIterator[bytes]:
+    """The body's bytes as they come, never unpacked (a small compressed body can unpack to
+    gigabytes at once): loopd asks for none, and a compressed answer is refused."""
+    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    if strict and encoding not in ("", "identity"):
+        raise invalid(f"it is compressed ({_cut(encoding, 40)}) though loopd asked for none")
+    async for chunk in response.aiter_raw():
+        yield chunk
 
 
 def parse_json(data: bytes | str) -> Any:
@@ -231,40 +305,6 @@ def parse_json(data: bytes | str) -> Any:
         return json.loads(data)
     except (ValueError, RecursionError) as exc:
         raise invalid(f"not JSON ({_cut(str(exc) or type(exc).__name__, 80)})") from None
-
-
-async def read_json(response: httpx.Response) -> Any:
-    return parse_json(await read_at_most(response, MAX_ANSWER_BYTES))
-
-
-def is_event_stream(response: httpx.Response) -> bool:
-    content_type: str = response.headers.get("content-type", "")
-    return content_type.startswith("text/event-stream")
-
-
-async def sse_events(response: httpx.Response) -> AsyncIterator[tuple[str, str]]:
-    """The (event, data) of each server-sent event; comments and ids are skipped."""
-    event, size = "", 0
-    data: list[str] = []
-    async for line in response.aiter_lines():
-        size += len(line) + 1
-        if size > MAX_ANSWER_BYTES:
-            raise invalid(f"it is larger than {MAX_ANSWER_BYTES} bytes")
-        if not line:
-            if data:
-                yield event or "message", "\n".join(data)
-            event, data = "", []
-        elif line.startswith(":"):
-            continue
-        else:
-            name, _, value = line.partition(":")
-            value = value.removeprefix(" ")
-            if name == "event":
-                event = value
-            elif name == "data":
-                data.append(value)
-    if data:
-        yield event or "message", "\n".join(data)
 
 
 def answered_error(body: dict[str, Any]) -> ModelError:

@@ -10,10 +10,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import anyio
-import httpx
 
 from bxcore.config import ModelConfig
-from services.loopd.http_client import BACKOFF_S, HttpClient, Sleep, key_note, read_json, read_key
+from services.loopd.http_client import BACKOFF_S, Body, HttpClient, Sleep, key_note, read_key
 from services.loopd.model import Message, ModelError, Offer, Reply
 
 
@@ -31,7 +30,12 @@ class HttpProvider:
         self.config = config
         self._key, self._key_problem = read_key(config.api_key_env, environ)
         self._client = HttpClient(
-            config.base_url, config.timeout_s, config.api_key_env, sleep=sleep, backoff=backoff
+            config.base_url,
+            config.timeout_s,
+            config.api_key_env,
+            deadline_s=config.deadline_s,
+            sleep=sleep,
+            backoff=backoff,
         )
         self.url = self._url(self._client.base_url)
 
@@ -41,22 +45,28 @@ class HttpProvider:
         return f"<{type(self).__name__} {self.config.model!r} at {self.url}, {key}, {mode}>"
 
     async def complete(
-        self, system: str, messages: Sequence[Message], tools: Sequence[Offer]
+        self,
+        system: str,
+        messages: Sequence[Message],
+        tools: Sequence[Offer],
+        *,
+        max_tokens: int | None = None,
     ) -> Reply:
         if self._key_problem is not None:
             raise ModelError(self._key_problem)
         stream = self.config.stream
-        body = self._body(system, messages, tools, stream)
+        limit = max_tokens if max_tokens is not None else self.config.max_tokens
+        body = self._body(system, messages, tools, stream, limit)
         headers = self._headers(self._key)
         if stream:
             headers["accept"] = "text/event-stream"
 
-        async def read(response: httpx.Response) -> Reply:
+        async def read(answer: Body) -> Reply:
             if stream:
-                return await self._streamed(response, messages)
-            return self._whole(await read_json(response), messages)
+                return await self._streamed(answer, messages)
+            return self._whole(await answer.json(), messages)
 
-        return await self._client.post(self.url, body, headers, read, stream=stream)
+        return await self._client.post(self.url, body, headers, read)
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -71,12 +81,18 @@ class HttpProvider:
         raise NotImplementedError
 
     def _body(
-        self, system: str, messages: Sequence[Message], tools: Sequence[Offer], stream: bool
+        self,
+        system: str,
+        messages: Sequence[Message],
+        tools: Sequence[Offer],
+        stream: bool,
+        max_tokens: int,
     ) -> dict[str, Any]:
+        """The request; `max_tokens` 0 is the provider's default."""
         raise NotImplementedError
 
     def _whole(self, body: Any, messages: Sequence[Message]) -> Reply:
         raise NotImplementedError
 
-    async def _streamed(self, response: httpx.Response, messages: Sequence[Message]) -> Reply:
+    async def _streamed(self, answer: Body, messages: Sequence[Message]) -> Reply:
         raise NotImplementedError

@@ -7,8 +7,9 @@ The providers live in `openai`, `anthropic` and `scripted`; `providers.make_mode
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from bxcore.tools import ToolSpec
@@ -41,10 +42,51 @@ class ToolCall:
     arguments: str
 
 
+class Finish(enum.Enum):
+    """Why the model stopped, whatever words its server uses for it."""
+
+    DONE = "done"  # it said what it had to: stop, tool_calls, end_turn, tool_use, stop_sequence
+    LENGTH = "length"  # the token limit cut it off: length, max_tokens
+    OTHER = "other"  # any other reason the server gave (content_filter, refusal, pause_turn)
+    UNSAID = "unsaid"  # a whole answer that gave no reason (some local servers)
+
+
+#: The servers' own words for each `Finish` (anything else is `OTHER`).
+FINISH_WORDS: Mapping[str, Finish] = {
+    "stop": Finish.DONE,
+    "tool_calls": Finish.DONE,
+    "function_call": Finish.DONE,
+    "end_turn": Finish.DONE,
+    "tool_use": Finish.DONE,
+    "stop_sequence": Finish.DONE,
+    "eos": Finish.DONE,  # some local servers
+    "length": Finish.LENGTH,
+    "max_tokens": Finish.LENGTH,
+}
+
+
+def finish_of(reason: object) -> Finish:
+    """The `Finish` of a server's `finish_reason` / `stop_reason` (None or "": unsaid)."""
+    if reason is None or reason == "":
+        return Finish.UNSAID
+    return FINISH_WORDS.get(reason, Finish.OTHER) if isinstance(reason, str) else Finish.OTHER
+
+
 @dataclass(frozen=True, slots=True)
 class Reply:
+    """The model's answer. `finish` says why it stopped and `finish_reason` is the server's
+    own word for it ("" when it gave none; not compared: two replies that mean the same are
+    equal); a reply cut off by the token limit (`cut_off`) may hold a tool call whose
+    arguments end half way."""
+
     text: str
     tool_calls: tuple[ToolCall, ...] = ()
+    finish: Finish = Finish.DONE
+    finish_reason: str = field(default="", compare=False)
+
+    @property
+    def cut_off(self) -> bool:
+        return self.finish is Finish.LENGTH
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,9 +119,15 @@ class ModelError(Exception):
 
 class Model(Protocol):
     async def complete(
-        self, system: str, messages: Sequence[Message], tools: Sequence[Offer]
+        self,
+        system: str,
+        messages: Sequence[Message],
+        tools: Sequence[Offer],
+        *,
+        max_tokens: int | None = None,
     ) -> Reply:
-        """The model's next answer to `messages` (oldest first); raises only `ModelError`."""
+        """The model's next answer to `messages` (oldest first); raises only `ModelError`.
+        `max_tokens`: a limit for this answer instead of the configured one."""
         ...
 
     async def aclose(self) -> None:

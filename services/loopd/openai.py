@@ -1,27 +1,19 @@
 """The `openai` provider: `POST {base_url}/chat/completions` (SPEC §10.2), whole or streamed.
 
 Spoken by OpenAI and by the local servers that copy it (Ollama, llama.cpp's server, vLLM, LM
-Studio), so the answer is read leniently where they differ (arguments as an object, a call
-without an id) and strictly everywhere else. The answer is only read, never acted on.
+Studio, and the gateways in front of others), so the answer is read leniently where they
+differ (arguments as an object, a call without an id, `StreamedReply`'s ways of numbering
+calls) and strictly everywhere else. The answer is only read, never acted on.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
-from services.loopd.http_client import (
-    answered_error,
-    invalid,
-    is_event_stream,
-    parse_json,
-    read_json,
-    sse_events,
-)
+from services.loopd.http_client import Body, answered_error, invalid, parse_json
 from services.loopd.http_provider import HttpProvider
 from services.loopd.model import (
     Assistant,
@@ -30,9 +22,11 @@ from services.loopd.model import (
     Reply,
     ToolResult,
     User,
+    finish_of,
 )
 from services.loopd.replies import clean, tool_calls
 from services.loopd.schemas import offer_schema
+from services.loopd.sse import SseEvent
 
 
 def tool_list(specs: Sequence[Offer]) -> list[dict[str, Any]]:
@@ -83,10 +77,14 @@ def request_body(
     tools: Sequence[Offer],
     *,
     stream: bool = False,
+    max_tokens: int = 0,
 ) -> dict[str, Any]:
+    """The request; `max_tokens` 0 sends none (the server's own default)."""
     body: dict[str, Any] = {"model": model, "messages": chat_messages(system, messages)}
     if tools:  # OpenAI refuses an empty list
         body["tools"] = tool_list(tools)
+    if max_tokens:
+        body["max_tokens"] = max_tokens
     body["stream"] = stream
     return body
 
@@ -107,10 +105,15 @@ def reply_of(body: Any, messages: Sequence[Message]) -> Reply:
     message = first.get("message") if isinstance(first, dict) else None
     if not isinstance(message, dict):
         raise invalid("`choices[0].message` is not an object")
-    return reply_of_message(message, messages, "choices[0].message")
+    reason = first.get("finish_reason") if isinstance(first, dict) else None
+    return reply_of_message({**message, "finish_reason": reason}, messages, "choices[0].message")
 
 
 def reply_of_message(message: dict[str, Any], messages: Sequence[Message], where: str) -> Reply:
+    """The Reply of an assistant message, with the `finish_reason` of its choice added."""
+    reason = message.get("finish_reason")
+    if reason is not None and not isinstance(reason, str):
+        raise invalid(f"the `finish_reason` of {where} is not a string")
     text = _text(message.get("content"), f"{where}.content")
     calls = message.get("tool_calls")
     if calls is None:
@@ -127,7 +130,7 @@ def reply_of_message(message: dict[str, Any], messages: Sequence[Message], where
         if not isinstance(name, str):
             raise invalid(f"`{at}.function.name` is not a string")
         found.append((call.get("id"), name, arguments_text(function.get("arguments"))))
-    return Reply(clean(text), tool_calls(found, messages))
+    return Reply(clean(text), tool_calls(found, messages), finish_of(reason), reason or "")
 
 
 def arguments_text(value: object) -> str:
@@ -165,23 +168,34 @@ def _json_type(value: object) -> str:
 
 @dataclass
 class _Partial:
-    """One tool call as its pieces arrive."""
+    """One tool call as its pieces arrive; `index` as the server numbered it (None: not)."""
 
-    id: object = None
+    index: int | None
+    id: str | None = None
     name: list[str] = field(default_factory=list)
     arguments: list[str] = field(default_factory=list)
 
 
-async def read_stream(response: httpx.Response, messages: Sequence[Message]) -> Reply:
-    """Assemble the Reply from `data:` chunks of `choices[0].delta` until `[DONE]`. A server
-    that answers whole despite `stream: true` is read as a whole answer."""
-    if not is_event_stream(response):
-        return reply_of(await read_json(response), messages)
-    text: list[str] = []
-    partials: dict[int, _Partial] = {}
-    async for _event, data in sse_events(response):
+@dataclass
+class StreamedReply:
+    """A streamed answer put together from its `data:` chunks (`choices[0].delta`). Pure.
+
+    Servers differ in how they mark which call a piece belongs to, and each is read as meant:
+    an id sent only first, then `""` or none (DashScope); several calls under one `index`
+    told apart by their ids (Ollama, some proxies); pieces with neither (Gemini), which
+    continue the call opened last. The answer is complete at `[DONE]` or a `finish_reason`.
+    """
+
+    text: list[str] = field(default_factory=list)
+    calls: list[_Partial] = field(default_factory=list)
+    finish_reason: str | None = None
+    done: bool = False  # `[DONE]` came
+
+    def take(self, data: str) -> bool:
+        """Read one event's data; True once it was `[DONE]` (nothing more is read)."""
         if data.strip() == "[DONE]":
-            break
+            self.done = True
+            return True
         chunk = parse_json(data)
         if not isinstance(chunk, dict):
             raise invalid("a streamed chunk is not a JSON object")
@@ -189,56 +203,106 @@ async def read_stream(response: httpx.Response, messages: Sequence[Message]) -> 
             raise answered_error(chunk)
         choices = chunk.get("choices")
         if not choices:  # a usage chunk, say
-            continue
+            return False
         first = choices[0] if isinstance(choices, list) else None
-        delta = first.get("delta") if isinstance(first, dict) else None
+        if not isinstance(first, dict):
+            raise invalid("`choices[0]` of a streamed chunk is not an object")
+        reason = first.get("finish_reason")
+        if reason is not None:
+            if not isinstance(reason, str):
+                raise invalid("`choices[0].finish_reason` of a streamed chunk is not a string")
+            self.finish_reason = reason
+        delta = first.get("delta")
         if delta is None:
-            continue
+            return False
         if not isinstance(delta, dict):
             raise invalid("`choices[0].delta` of a streamed chunk is not an object")
-        text.append(_text(delta.get("content"), "choices[0].delta.content"))
-        _add_calls(partials, delta.get("tool_calls"))
-    message = {
-        "content": "".join(text),
-        "tool_calls": [
-            {
-                "id": partial.id,
-                "function": {
-                    "name": "".join(partial.name),
-                    "arguments": "".join(partial.arguments) if partial.arguments else None,
-                },
-            }
-            for _, partial in sorted(partials.items())
-        ],
-    }
-    return reply_of_message(message, messages, "the streamed message")
+        self.text.append(_text(delta.get("content"), "choices[0].delta.content"))
+        self._add_calls(delta.get("tool_calls"))
+        return False
+
+    def reply(self, messages: Sequence[Message]) -> Reply:
+        """The Reply, once the stream has ended; an answer the stream never finished is an
+        error, not a shorter answer."""
+        if not self.done and self.finish_reason is None:
+            raise invalid("the stream ended before the answer did (no [DONE], no finish_reason)")
+        message = {
+            "content": "".join(self.text),
+            "tool_calls": [
+                {
+                    "id": call.id,
+                    "function": {
+                        "name": "".join(call.name),
+                        "arguments": "".join(call.arguments) if call.arguments else None,
+                    },
+                }
+                for call in self.calls
+            ],
+            "finish_reason": self.finish_reason,
+        }
+        return reply_of_message(message, messages, "the streamed message")
+
+    def _add_calls(self, deltas: object) -> None:
+        if deltas is None:
+            return
+        if not isinstance(deltas, list):
+            raise invalid("`choices[0].delta.tool_calls` of a streamed chunk is not a list")
+        for delta in deltas:
+            if not isinstance(delta, dict):
+                raise invalid("a streamed tool call is not an object")
+            call = self._call_of(delta)
+            function = delta.get("function") or {}
+            if not isinstance(function, dict):
+                raise invalid("a streamed tool call's `function` is not an object")
+            name = function.get("name")
+            if name is not None:
+                if not isinstance(name, str):
+                    raise invalid("a streamed tool call's name is not a string")
+                call.name.append(name)
+            if function.get("arguments") is not None:
+                call.arguments.append(arguments_text(function["arguments"]))
+
+    def _call_of(self, delta: dict[str, Any]) -> _Partial:
+        """The call a piece belongs to, opened if it is new."""
+        raw_index, raw_id = delta.get("index"), delta.get("id")
+        index = (
+            raw_index if isinstance(raw_index, int) and not isinstance(raw_index, bool) else None
+        )
+        id_ = raw_id if isinstance(raw_id, str) and raw_id else None
+        if id_ is not None:
+            same = [call for call in self.calls if call.id == id_]
+            if same:
+                return same[-1]
+        if index is not None:
+            last = next((c for c in reversed(self.calls) if c.index == index), None)
+        else:
+            last = self.calls[-1] if self.calls else None
+        if last is not None and (id_ is None or last.id is None):
+            last.id = last.id or id_
+            return last
+        self.calls.append(_Partial(index, id_))
+        return self.calls[-1]
 
 
-def _add_calls(partials: dict[int, _Partial], deltas: object) -> None:
-    if deltas is None:
-        return
-    if not isinstance(deltas, list):
-        raise invalid("`choices[0].delta.tool_calls` of a streamed chunk is not a list")
-    for delta in deltas:
-        if not isinstance(delta, dict):
-            raise invalid("a streamed tool call is not an object")
-        index = delta.get("index")
-        if not isinstance(index, int) or isinstance(index, bool):
-            same = [n for n, p in partials.items() if p.id is not None and p.id == delta.get("id")]
-            index = same[0] if same else len(partials)
-        partial = partials.setdefault(index, _Partial())
-        if delta.get("id") is not None:
-            partial.id = delta.get("id")
-        function = delta.get("function") or {}
-        if not isinstance(function, dict):
-            raise invalid("a streamed tool call's `function` is not an object")
-        name = function.get("name")
-        if name is not None:
-            if not isinstance(name, str):
-                raise invalid("a streamed tool call's name is not a string")
-            partial.name.append(name)
-        if function.get("arguments") is not None:
-            partial.arguments.append(arguments_text(function["arguments"]))
+def reply_of_events(events: Iterable[SseEvent], messages: Sequence[Message]) -> Reply:
+    """The Reply of a whole stream's events (for tests and tools; loopd reads as they come)."""
+    streamed = StreamedReply()
+    for event in events:
+        if streamed.take(event.data):
+            break
+    return streamed.reply(messages)
+
+
+async def read_stream(answer: Body, messages: Sequence[Message]) -> Reply:
+    """The Reply of a streamed answer, read event by event until `[DONE]`. A server that
+    answers whole despite `stream: true` is read as a whole answer."""
+    if not answer.is_event_stream:
+        return reply_of(await answer.json(), messages)
+    streamed = StreamedReply()
+    async for event in answer.events():
+        if streamed.take(event.data):
+            break
+    return streamed.reply(messages)
 
 
 # -- the model ------------------------------------------------------------------------------
@@ -254,12 +318,18 @@ class OpenAIModel(HttpProvider):
         return {"authorization": f"Bearer {key}"} if key is not None else {}
 
     def _body(
-        self, system: str, messages: Sequence[Message], tools: Sequence[Offer], stream: bool
+        self,
+        system: str,
+        messages: Sequence[Message],
+        tools: Sequence[Offer],
+        stream: bool,
+        max_tokens: int,
     ) -> dict[str, Any]:
-        return request_body(self.config.model, system, messages, tools, stream=stream)
+        model = self.config.model
+        return request_body(model, system, messages, tools, stream=stream, max_tokens=max_tokens)
 
     def _whole(self, body: Any, messages: Sequence[Message]) -> Reply:
         return reply_of(body, messages)
 
-    async def _streamed(self, response: httpx.Response, messages: Sequence[Message]) -> Reply:
-        return await read_stream(response, messages)
+    async def _streamed(self, answer: Body, messages: Sequence[Message]) -> Reply:
+        return await read_stream(answer, messages)

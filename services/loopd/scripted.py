@@ -131,7 +131,12 @@ class ScriptedModel:
         return f"<ScriptedModel {self.source} at answer {self.next + 1} of {len(self.answers)}>"
 
     async def complete(
-        self, system: str, messages: Sequence[Message], tools: Sequence[Offer]
+        self,
+        system: str,
+        messages: Sequence[Message],
+        tools: Sequence[Offer],
+        *,
+        max_tokens: int | None = None,
     ) -> Reply:
         if self.problem is not None:
             raise ModelError(self.problem)

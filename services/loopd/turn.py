@@ -57,9 +57,11 @@ from bxcore.messages import (
     short,
 )
 from bxcore.tools import BROKERED, SPAWN
+from services.loopd.ask import ask_model
 from services.loopd.history import (
     Call,
     ModelReply,
+    RecordTooLarge,
     SessionLog,
     Spawned,
     ToolResultRecord,
@@ -207,17 +209,18 @@ class Turns:
                     return session.last_text(turn)
                 if tools is None:
                     tools = [*builtins, *await self._mcp_tools()]
+                asked = session.transcript(turn)
                 try:
-                    reply = await self.model.complete(system, session.transcript(turn), tools)
-                except ModelError as error:
+                    reply = await ask_model(self.model, self.config.model, system, asked, tools)
+                    calls = tuple(
+                        Call(f"{turn}-{step}-{n}", c.id, c.name, c.arguments)
+                        for n, c in enumerate(reply.tool_calls, 1)
+                    )
+                    session.append(ModelReply(turn, reply.text, calls))
+                except (ModelError, RecordTooLarge) as error:
                     self.emit(session, turn, TurnError(short(str(error))))
                     self.emit(session, turn, TurnEnd(EndReason.ERROR))
                     return ""
-                calls = tuple(
-                    Call(f"{turn}-{step}-{n}", c.id, c.name, c.arguments)
-                    for n, c in enumerate(reply.tool_calls, 1)
-                )
-                session.append(ModelReply(turn, reply.text, calls))
                 if reply.text:  # the owner's view is cut as the model's reads are
                     self.emit(session, turn, AssistantText(cap_result(reply.text)))
                 if not calls:

@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -46,9 +46,13 @@ CallLike = Call | tuple[str, object] | tuple[str, object, str | None]
 
 @dataclass(frozen=True)
 class Answer:
+    """`finish`: the finish_reason (openai) or stop_reason (anthropic) to send instead of the
+    usual one (`"length"`, `"max_tokens"`: a cut-off answer)."""
+
     text: str = ""
     tool_calls: tuple[Call, ...] = ()
     delay_s: float = 0.0
+    finish: str | None = None
 
 
 @dataclass(frozen=True)
@@ -80,7 +84,18 @@ class HangUp:
     delay_s: float = 0.0
 
 
-Action = Answer | Failure | Raw | HangUp
+@dataclass(frozen=True)
+class Drip:
+    """A chunked answer sent piece by piece, `every_s` apart, until `pieces()` ends, the
+    client goes away or the server stops: a slow, endless or huge answer."""
+
+    pieces: Callable[[], Iterable[bytes]]
+    every_s: float = 0.0
+    content_type: str = "text/event-stream"
+    delay_s: float = 0.0
+
+
+Action = Answer | Failure | Raw | HangUp | Drip
 
 
 @dataclass(frozen=True)
@@ -167,11 +182,16 @@ class FakeModel:
     # -- scripting --------------------------------------------------------------------------
 
     def reply(
-        self, text: str = "", tool_calls: Sequence[CallLike] = (), *, delay_s: float = 0.0
+        self,
+        text: str = "",
+        tool_calls: Sequence[CallLike] = (),
+        *,
+        delay_s: float = 0.0,
+        finish: str | None = None,
     ) -> None:
         """Queue an answer: text, tool calls (`("read_file", '{"path":"/a"}')`, a third item
-        for the id, None for none), or both."""
-        self._push(Answer(text, tuple(_call(call) for call in tool_calls), delay_s))
+        for the id, None for none), or both; `finish` for another finish or stop reason."""
+        self._push(Answer(text, tuple(_call(call) for call in tool_calls), delay_s, finish))
 
     def fail(
         self,
@@ -369,6 +389,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_chunked(action.status, action.content_type, pieces)
         elif isinstance(action, Raw):
             self._send(action.status, action.body, action.content_type)
+        elif isinstance(action, Drip):
+            self._send_drip(action)
         elif isinstance(action, Failure):
             self._send_json(action.status, _error(request.api, action), action.retry_after)
         elif request.stream:
@@ -392,6 +414,23 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
+        self.wfile.flush()
+
+    def _send_drip(self, drip: Drip) -> None:
+        self.send_response(200)
+        self.send_header("content-type", drip.content_type)
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        self.close_connection = True
+        stopping = self.server.fake._stopping
+        for piece in drip.pieces():
+            if drip.every_s > 0 and stopping.wait(drip.every_s):
+                return
+            if stopping.is_set():
+                return
+            self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+            self.wfile.flush()
+        self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 
     def _send_events(self, events: Iterator[bytes]) -> None:
@@ -456,7 +495,7 @@ def _openai_answer(request: Request, answer: Answer, next_id: Callable[[], int])
             {
                 "index": 0,
                 "message": message,
-                "finish_reason": "tool_calls" if answer.tool_calls else "stop",
+                "finish_reason": answer.finish or ("tool_calls" if answer.tool_calls else "stop"),
             }
         ],
         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
@@ -489,7 +528,7 @@ def _openai_stream(request: Request, answer: Answer, next_id: Callable[[], int])
         yield chunk({"tool_calls": [first]})
         for piece in _pieces(arguments):
             yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
-    yield chunk({}, "tool_calls" if answer.tool_calls else "stop")
+    yield chunk({}, answer.finish or ("tool_calls" if answer.tool_calls else "stop"))
     yield b"data: [DONE]\n\n"
 
 
@@ -515,7 +554,7 @@ def _anthropic_answer(request: Request, answer: Answer, next_id: Callable[[], in
         "role": "assistant",
         "model": _model(request),
         "content": _anthropic_content(answer, next_id),
-        "stop_reason": "tool_use" if answer.tool_calls else "end_turn",
+        "stop_reason": answer.finish or ("tool_use" if answer.tool_calls else "end_turn"),
         "stop_sequence": None,
         "usage": {"input_tokens": 1, "output_tokens": 1},
     }
@@ -535,7 +574,10 @@ def _anthropic_stream(
             deltas = [{"type": "text_delta", "text": piece} for piece in _pieces(block["text"])]
         else:
             opening = {**block, "input": {}}
-            written = json.dumps(block["input"])
+            # arguments that are not JSON (cut off, say) are streamed as written
+            written = (
+                block["input"] if isinstance(block["input"], str) else json.dumps(block["input"])
+            )
             deltas = [
                 {"type": "input_json_delta", "partial_json": piece} for piece in _pieces(written)
             ]

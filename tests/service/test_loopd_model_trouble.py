@@ -15,6 +15,7 @@ from itertools import count
 import pytest
 
 from bxcore.deny import DenyReason, denial_text
+from bxcore.home import Home
 from bxcore.messages import (
     AssistantText,
     EndReason,
@@ -213,11 +214,8 @@ def test_a_model_server_that_is_down_ends_the_turn_naming_the_url_and_what_to_co
 
 @pytest.mark.parametrize(
     ("size", "reads", "to_brokerd"),
-    [
-        (3_000_000, "the arguments are larger than 2097152 bytes", True),
-        (5_000_000, "the arguments are too large to send to the broker", False),
-    ],
-    ids=["over-2-MiB", "over-a-message"],
+    [(3_000_000, "the arguments are larger than 2097152 bytes", True)],
+    ids=["over-2-MiB"],
 )
 def test_huge_arguments_are_refused_at_once_and_the_owners_view_of_them_is_cut(
     loop: Loop, size: int, reads: str, to_brokerd: bool
@@ -245,6 +243,29 @@ def test_huge_arguments_are_refused_at_once_and_the_owners_view_of_them_is_cut(
     decided = [r for r in records_of(loop.home, session) if r["kind"] == "decision"]
     assert [r["reason"] for r in decided] == (["invalid_arguments"] if to_brokerd else [])
     assert not (loop.home / "workspace" / "x").exists()
+    assert_serving(loop)
+
+
+def test_arguments_too_large_for_the_history_end_the_turn_with_an_error_and_reach_nothing(
+    loop: Loop,
+) -> None:
+    """A reply whose record could not be read back from the history (issue 14) is never
+    written: the turn ends at once, and a restart has nothing to run again."""
+    words = "write 5000000 bytes of arguments"
+    arguments = json.dumps({"path": f"{loop.home}/workspace/x", "content": "y" * 5_000_000})
+    loop.script(words, [call("write_file", arguments)])
+    turn = loop.say("huge-reply", words)
+    events = loop.wait_end("huge-reply", turn)
+
+    assert events[0] == OwnerSaid(words) and events[-1] == TurnEnd(EndReason.ERROR)
+    (error,) = [e for e in events if isinstance(e, TurnError)]
+    assert error.message.startswith(
+        "the model's answer is too large to keep in the session's history"
+    ), error
+    assert not any(isinstance(e, ToolCalled) for e in events)
+    assert [r for r in records_of(loop.home, "huge-reply") if r["kind"] == "decision"] == []
+    with Home(loop.home).session_history("huge-reply").open("rb") as history:
+        assert max(map(len, history)) < 2**22
     assert_serving(loop)
 
 

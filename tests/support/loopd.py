@@ -56,10 +56,14 @@ def call(tool: str, arguments: object = None, /, **fields: Any) -> Answer:
 
 
 def first_user_text(request: Request) -> str | None:
+    """The first user message's text, as chat completions (a string) or the Messages API (its
+    first text block) sends it."""
     messages = request.body.get("messages") if isinstance(request.body, dict) else None
     for message in messages or ():
         if isinstance(message, dict) and message.get("role") == "user":
             text = message.get("content")
+            if isinstance(text, list) and text and isinstance(text[0], dict):
+                text = text[0].get("text")
             return text if isinstance(text, str) else None
     return None
 

@@ -316,7 +316,7 @@ async def test_a_stream_of_broken_json_is_not_valid(fake: FakeModel, connect: Co
         await connect(stream=True).complete("s", [User("x")], [])
 
 
-async def test_a_stream_that_ends_without_done_keeps_what_came(
+async def test_a_stream_that_ends_without_done_or_a_finish_reason_is_an_error_not_an_answer(
     fake: FakeModel, connect: Connect
 ) -> None:
     fake.raw(
@@ -324,5 +324,5 @@ async def test_a_stream_that_ends_without_done_keeps_what_came(
         'data: {"choices":[]}\n\ndata: {"choices":[{"delta":{"content":"tial"}}]}\n\n',
         content_type="text/event-stream",
     )
-    reply = await connect(stream=True).complete("s", [User("x")], [])
-    assert reply.text == "partial"
+    with pytest.raises(ModelError, match="the stream ended before the answer did"):
+        await connect(stream=True).complete("s", [User("x")], [])
