@@ -50,6 +50,8 @@ class SseDecoder:
         self.fed += len(chunk)
         if self.fed > self.limit:
             raise SseError(f"the stream is larger than {self.limit} bytes")
+        if not chunk:  # nothing: a CR just before still waits for the LF that may follow
+            return []
         events: list[SseEvent] = []
         start = 0
         if self._after_cr and chunk[:1] == b"\n":

@@ -5,8 +5,8 @@ call's id, name and arguments; an answer cut by the token limit must not come ou
 call.
 
 `cases.json` lists every fixture with what it means; README.md says where each comes from.
-The cases the client of this branch misreads are marked there (`client_fix`) and expected to
-fail here until the client fix of issue 14 lands.
+A reply cut by the token limit comes out marked `cut_off`: `ask_model` never lets such a
+call reach brokerd (tests/unit/loopd/test_ask.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from services.loopd.model import ModelError, Reply, User
+from services.loopd.model import Reply, User
 from tests.fakes.model_server import FakeModel
 from tests.unit.loopd.conftest import Connect
 
@@ -29,21 +29,11 @@ CHUNKS = {"whole": 0, "7 bytes": 7, "1 byte": 1}  # 0: byte for byte, with a con
 
 
 def params() -> list[Any]:
-    found = []
-    for case in CASES:
-        fix = case["client_fix"]
-        marks = (
-            [
-                pytest.mark.xfail(
-                    strict=True, reason=f"issue 14 client fix in branch issue-14-client: {fix}"
-                )
-            ]
-            if fix
-            else []
-        )
-        for name, size in CHUNKS.items():
-            found.append(pytest.param(case, size, id=f"{case['file']}-{name}", marks=marks))
-    return found
+    return [
+        pytest.param(case, size, id=f"{case['file']}-{name}")
+        for case in CASES
+        for name, size in CHUNKS.items()
+    ]
 
 
 def test_every_fixture_is_listed_once_and_every_family_has_streamed_and_whole_answers() -> None:
@@ -68,12 +58,9 @@ async def test_a_recorded_answer_reads_as_the_server_meant_it(
     content_type = "text/event-stream" if streamed else "application/json"
     fake.raw(body, content_type=content_type, chunk=chunk)
     model = connect(case["provider"], stream=streamed)
-    if case["cut"]:  # an error, or a reply without the cut call: never the call as if whole
-        try:
-            cut = await model.complete("system", [User("go")], [])
-        except ModelError:
-            return
-        assert [c.name for c in cut.tool_calls] == [], cut
+    if case["cut"]:  # said to be cut off, so the turn never sends the call as if whole
+        cut = await model.complete("system", [User("go")], [])
+        assert cut.cut_off, cut
         return
     reply = await model.complete("system", [User("go")], [])
     assert read(reply) == (
