@@ -65,13 +65,26 @@ class ScriptedModel:
 
 
 def _turn_of(messages: list[dict[str, Any]]) -> tuple[str, int] | None:
-    """The last owner message, and how many times the model answered since."""
+    """The last owner message, and how many times the model answered since (either API: an
+    Anthropic tool result is a `user` message of `tool_result` blocks, not the owner's)."""
     for index in range(len(messages) - 1, -1, -1):
-        if messages[index]["role"] == "user":
+        said = _owner_said(messages[index])
+        if said is not None:
             steps = sum(1 for m in messages[index + 1 :] if m["role"] == "assistant")
-            content = messages[index]["content"]
-            return (content if isinstance(content, str) else str(content)), steps
+            return said, steps
     return None
+
+
+def _owner_said(message: dict[str, Any]) -> str | None:
+    if message["role"] != "user":
+        return None
+    content = message["content"]
+    if isinstance(content, str):
+        return content
+    blocks = [b for b in content if isinstance(b, dict)]
+    if any(b.get("type") == "tool_result" for b in blocks):
+        return None
+    return "".join(str(b.get("text", "")) for b in blocks)
 
 
 @dataclass
