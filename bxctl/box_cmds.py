@@ -36,7 +36,7 @@ from bxcore.messages import (
     SupervisorStop,
 )
 from bxcore.visible import visible
-from bxctl import mcp_cmds, pidfile
+from bxctl import mcp_cmds, model_reach, pidfile
 from bxctl.box_view import (
     UNSANDBOXED,
     LedgerView,
@@ -187,6 +187,7 @@ def _up_detached(home: Home, config: Config, service_args: Sequence[str]) -> Non
     sys.stdout.flush()
     sys.stderr.flush()
     pid = _fork_supervisor(home, service_args, log_path)
+    model = model_reach.reach(config.model)  # after the fork: a thread must not be forked
     endpoint = config.sockets.endpoint("supervisor", home)
     deadline = time.monotonic() + UP_TIMEOUT_S
     view = StartView()
@@ -214,6 +215,9 @@ def _up_detached(home: Home, config: Config, service_args: Sequence[str]) -> Non
         view.close()
     assert report is not None
     show_started(home, report, fatal=True)
+    hint = model.hint(0.2) if model is not None else None
+    if hint is not None:
+        say(hint, style="yellow")
     _next_steps()
 
 

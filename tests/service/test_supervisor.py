@@ -37,7 +37,7 @@ from tests.support.box import (
     up,
     wait_until,
 )
-from tests.support.daemons import MAIN_SOCKET, init_home, sync_request
+from tests.support.daemons import MAIN_SOCKET, free_port, init_home, sync_request
 
 
 @pytest.fixture
@@ -130,6 +130,18 @@ def test_services_wait_for_their_turn_and_a_down_meanwhile_calls_them_off(home: 
         if starting.poll() is None:
             starting.kill()
             starting.wait()
+
+
+def test_up_says_when_nothing_answers_where_the_model_should_be(home: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    init_home(home, f'[model]\nbase_url = "{url}"\n')
+    result = up(home, "memoryd")
+    assert result.returncode == 0, result.stderr
+    hints = [line for line in result.stdout.splitlines() if line.startswith("model:")]
+    assert hints == [
+        f"model: nothing answers at {url} (connection refused): the agent's turns will fail "
+        "until it does; `bxctl model check` says what to change"
+    ]
 
 
 def test_up_initialises_a_fresh_home_first(home: Path) -> None:
