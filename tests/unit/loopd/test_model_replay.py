@@ -49,6 +49,46 @@ def test_every_fixture_is_listed_once_and_every_family_has_streamed_and_whole_an
     assert streamed == families
 
 
+KINDS = {
+    ("whole", "tool call"),
+    ("whole", "text only"),
+    ("streamed", "tool call"),
+    ("streamed", "text only"),
+}
+
+
+def kind(case: dict[str, Any]) -> tuple[str, str] | None:
+    """What a case shows, from cases.json: whole or streamed, and a tool call or text only
+    (an answer cut by the token limit is neither)."""
+    way = "streamed" if case["file"].endswith(".sse") else "whole"
+    if case["cut"]:
+        return None
+    if case["calls"]:
+        return way, "tool call"
+    return (way, "text only") if case["text"] else None
+
+
+def test_every_family_has_whole_and_streamed_answers_with_and_without_a_tool_call() -> None:
+    kinds: dict[str, set[tuple[str, str]]] = {}
+    for case in CASES:
+        shown = kind(case)
+        kinds.setdefault(case["file"].split("/")[0], set())
+        if shown:
+            kinds[case["file"].split("/")[0]].add(shown)
+    missing = {family: sorted(KINDS - shown) for family, shown in kinds.items() if shown != KINDS}
+    assert not missing, f"families without every kind of answer: {missing}"
+
+
+def test_some_answers_split_utf8_characters_of_every_width() -> None:
+    """The 1-byte and 7-byte replays split characters only where the answers hold them."""
+    text = "".join(
+        json.dumps(c["text"], ensure_ascii=False) + json.dumps(c["calls"], ensure_ascii=False)
+        for c in CASES
+    )
+    widths = {len(ch.encode()) for ch in text}
+    assert widths >= {1, 2, 3, 4}
+
+
 @pytest.mark.parametrize("case, chunk", params())
 async def test_a_recorded_answer_reads_as_the_server_meant_it(
     fake: FakeModel, connect: Connect, case: dict[str, Any], chunk: int
