@@ -4,7 +4,8 @@ decision: a denied call's round trip, fsync included, and durable decisions per 
 concurrent clients, each against two floors measured in the same run: the bare floors (a bare
 ZeroMQ round trip plus a bare append+fsync, I/O only) and the Python floor (the simplest Python
 program doing the same work, `bench.python_floor`), driven by the same client code as brokerd.
-toolcall: an allowed read_file end to end, against bare bwrap plus bare `python -I -S`.
+toolcall: an allowed read_file end to end, against bare bwrap plus bare `python -I -S`, and
+an allowed shell running `cat FILE` on the same file, against read_file (issue 15).
 """
 
 from __future__ import annotations
@@ -199,38 +200,80 @@ class Clients:
 
 
 def toolcall(repeat: int = 200, warmup: int = 10) -> None:
-    print("toolcall: an allowed read_file end to end")
+    print("toolcall: an allowed read_file and an allowed shell `cat FILE`, end to end")
     folder = floors.scratch()
     try:
         home = fresh_home(folder)
         target = home.workspace / "note.md"
         target.write_text("a short note\n")
+        allow_shell(home)
         with daemon("brokerd", home, "broker"):
-            dealer = connect(home, "broker")
-            calls = [_call("read_file", {"path": str(target)}) for _ in range(repeat + warmup)]
-            read, answers = _caller(dealer, calls)
+            read_dealer, shell_dealer = connect(home, "broker"), connect(home, "broker")
+            n = repeat + warmup
+            reads = [_call("read_file", {"path": str(target)}) for _ in range(n)]
+            cats = [
+                _call("shell", {"command": "cat note.md", "cwd": str(home.workspace)})
+                for _ in range(n)
+            ]
+            read, read_answers = _caller(read_dealer, reads)
+            cat, cat_answers = _caller(shell_dealer, cats)
             samples = interleaved(
-                {"bwrap": floors.bwrap_true, "python": floors.python_bare, "ours": read},
+                {
+                    "bwrap": floors.bwrap_true,
+                    "python": floors.python_bare,
+                    "ours": read,
+                    "cat": cat,
+                },
                 repeat,
                 warmup,
             )
-            dealer.close(linger=0)
-            for answer in _decoded(answers):
-                assert isinstance(answer.outcome, Done), answer
-                assert answer.outcome.output == "a short note\n", answer
+            read_dealer.close(linger=0)
+            shell_dealer.close(linger=0)
+            _expect(read_answers, "a short note\n")
+            _expect(cat_answers, "a short note\n[exit status 0]")
     finally:
         remove(folder)
-    bwrap, python, ours = (summary(samples[k]) for k in ("bwrap", "python", "ours"))
+    bwrap, python, ours, shell = (summary(samples[k]) for k in ("bwrap", "python", "ours", "cat"))
     show("bare bwrap … /bin/true", bwrap)
     show("bare python -I -S -c pass", python)
     show("brokerd allowed read_file", ours)
+    show("brokerd allowed shell `cat FILE`", shell)
     ratio = ours["median_ms"] / (bwrap["median_ms"] + python["median_ms"])
+    over = shell["median_ms"] - ours["median_ms"]
+    spread = shell["p90_ms"] / shell["median_ms"]
     save(
         "toolcall",
         {
             "bwrap_true": bwrap,
             "python_bare": python,
             "read_file": ours,
+            "shell_cat": shell,
             "ratio": verdict("read_file / floor", ratio, "<= 1.3", ratio <= 1.3),
+            "shell_over_read_file": verdict(
+                "shell cat - read_file, median ms", over, "<= 3", over <= 3
+            ),
+            "shell_spread": verdict("shell cat p90 / median", spread, "<= 1.3", spread <= 1.3),
         },
     )
+
+
+SHELL_GRANT = """\
+# bench: shell allowed in the workspace (the starter grant asks)
+tool = "shell"
+mode = "allow"
+path = {path}
+"""
+
+
+def allow_shell(home: Home) -> None:
+    """Shell allowed in the workspace, in place of the starter grant that asks."""
+    for grant in home.grants.glob("*.toml"):
+        if 'tool = "shell"' in grant.read_text():
+            grant.unlink()
+    home.grant("bench-shell").write_text(SHELL_GRANT.format(path=json.dumps(str(home.workspace))))
+
+
+def _expect(answers: list[bytes], output: str) -> None:
+    for answer in _decoded(answers):
+        assert isinstance(answer.outcome, Done), answer
+        assert answer.outcome.output == output, answer
