@@ -28,9 +28,17 @@ def main() -> None:
         metavar="NAME",
         help=f"one of {', '.join(BENCHMARKS)} (default: all)",
     )
-    names = parser.parse_args().names or list(BENCHMARKS)
-    for name in names:
-        BENCHMARKS[name]()
+    parser.add_argument(
+        "--peers",
+        action="store_true",
+        help="toolcall: also time other sandboxes in the same rounds (bench/peers.py)",
+    )
+    given = parser.parse_args()
+    for name in given.names or list(BENCHMARKS):
+        if name == "toolcall" and given.peers:
+            broker.toolcall(with_peers=True)
+        else:
+            BENCHMARKS[name]()
 
 
 if __name__ == "__main__":

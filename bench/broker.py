@@ -4,11 +4,13 @@ decision: a denied call's round trip, fsync included, and durable decisions per 
 concurrent clients, each against two floors measured in the same run: the bare floors (a bare
 ZeroMQ round trip plus a bare append+fsync, I/O only) and the Python floor (the simplest Python
 program doing the same work, `bench.python_floor`), driven by the same client code as brokerd.
-toolcall: an allowed read_file end to end, against bare bwrap plus bare `python -I -S`.
+toolcall: an allowed read_file end to end, against bare bwrap plus bare `python -I -S`, and
+an allowed shell running `cat FILE` on the same file, against read_file (issue 15).
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import time
@@ -18,7 +20,7 @@ from typing import Any
 
 import zmq
 
-from bench import floors
+from bench import floors, peers
 from bench.box import connect, daemon, dealer, fresh_home, remove
 from bench.python_floor import python_floor
 from bench.stats import alternated, interleaved, save, show, summary, verdict
@@ -198,39 +200,110 @@ class Clients:
         return answered, elapsed
 
 
-def toolcall(repeat: int = 200, warmup: int = 10) -> None:
-    print("toolcall: an allowed read_file end to end")
+NOTE = "a line of the note: 32 bytes\n" * 128  # 4 KiB, as in issue 15's table
+
+
+def toolcall(repeat: int = 200, warmup: int = 10, *, with_peers: bool = False) -> None:
+    """`with_peers`: the other sandboxes too, in the same rounds (`bench.peers`)."""
+    print("toolcall: an allowed read_file and an allowed shell `cat FILE`, end to end")
     folder = floors.scratch()
     try:
         home = fresh_home(folder)
         target = home.workspace / "note.md"
-        target.write_text("a short note\n")
-        with daemon("brokerd", home, "broker"):
-            dealer = connect(home, "broker")
-            calls = [_call("read_file", {"path": str(target)}) for _ in range(repeat + warmup)]
-            read, answers = _caller(dealer, calls)
-            samples = interleaved(
-                {"bwrap": floors.bwrap_true, "python": floors.python_bare, "ours": read},
-                repeat,
-                warmup,
-            )
-            dealer.close(linger=0)
-            for answer in _decoded(answers):
-                assert isinstance(answer.outcome, Done), answer
-                assert answer.outcome.output == "a short note\n", answer
+        target.write_text(NOTE)
+        allow_shell(home)
+        copy = folder / "peers" / "note.md"  # the same bytes where any sandbox may read them
+        copy.parent.mkdir(mode=0o755)
+        copy.write_text(NOTE)
+        with (
+            daemon("brokerd", home, "broker"),
+            peers.started(copy, folder) if with_peers else contextlib.nullcontext([]) as others,
+        ):
+            read_dealer, shell_dealer = connect(home, "broker"), connect(home, "broker")
+            n = repeat + warmup
+            reads = [_call("read_file", {"path": str(target)}) for _ in range(n)]
+            cats = [
+                _call("shell", {"command": "cat note.md", "cwd": str(home.workspace)})
+                for _ in range(n)
+            ]
+            read, read_answers = _caller(read_dealer, reads)
+            cat, cat_answers = _caller(shell_dealer, cats)
+            actions = {"bwrap": floors.bwrap_true, "python": floors.python_bare}
+            actions |= {"ours": read, "cat": cat} | {peer.name: peer.once for peer in others}
+            samples = interleaved(actions, repeat, warmup)
+            read_dealer.close(linger=0)
+            shell_dealer.close(linger=0)
+            _expect(read_answers, NOTE)
+            _expect(cat_answers, NOTE + "[exit status 0]")
     finally:
         remove(folder)
-    bwrap, python, ours = (summary(samples[k]) for k in ("bwrap", "python", "ours"))
+    bwrap, python, ours, shell = (summary(samples[k]) for k in ("bwrap", "python", "ours", "cat"))
     show("bare bwrap … /bin/true", bwrap)
     show("bare python -I -S -c pass", python)
     show("brokerd allowed read_file", ours)
+    show("brokerd allowed shell `cat FILE`", shell)
     ratio = ours["median_ms"] / (bwrap["median_ms"] + python["median_ms"])
-    save(
-        "toolcall",
-        {
-            "bwrap_true": bwrap,
-            "python_bare": python,
-            "read_file": ours,
-            "ratio": verdict("read_file / floor", ratio, "<= 1.3", ratio <= 1.3),
-        },
-    )
+    over = shell["median_ms"] - ours["median_ms"]
+    spread = shell["p90_ms"] / shell["median_ms"]
+    figures = {
+        "bwrap_true": bwrap,
+        "python_bare": python,
+        "read_file": ours,
+        "shell_cat": shell,
+        "ratio": verdict("read_file / floor", ratio, "<= 1.3", ratio <= 1.3),
+        "shell_over_read_file": verdict(
+            "shell cat - read_file, median ms", over, "<= 3", over <= 3
+        ),
+        "shell_spread": verdict("shell cat p90 / median", spread, "<= 1.3", spread <= 1.3),
+    }
+    if others:
+        figures["peers"] = _peers_table(others, samples, ours, shell)
+    save("toolcall", figures)
+
+
+def _peers_table(
+    others: list[peers.Peer],
+    samples: dict[str, list[float]],
+    read: dict[str, float],
+    shell: dict[str, float],
+) -> dict[str, dict[str, Any]]:
+    """Issue 15's table: each way of reading the file, × the bare bwrap `cat` floor."""
+    rows = [(p.name, summary(samples[p.name]), p.sees, p.decides) for p in others]
+    rows += [
+        ("boxmaker allowed read_file, end to end", read, "its grant's path, read-only", True),
+        ("boxmaker allowed shell `cat FILE`, end to end", shell, "its grant's folder", True),
+    ]
+    floor = rows[0][1]["median_ms"]
+    print(f"  {'what':<46} {'median':>8} {'p90':>8} {'x floor':>8}  decides, audits  sees")
+    table: dict[str, dict[str, Any]] = {}
+    for name, figure, sees, decides in rows:
+        times = figure["median_ms"] / floor
+        yes = "yes" if decides else "no"
+        print(
+            f"  {name:<46} {figure['median_ms']:8.1f} {figure['p90_ms']:8.1f} "
+            f"{times:8.1f}  {yes:<15}  {sees}"
+        )
+        table[name] = {**figure, "times_floor": round(times, 2), "decides": decides, "sees": sees}
+    return table
+
+
+SHELL_GRANT = """\
+# bench: shell allowed in the workspace (the starter grant asks)
+tool = "shell"
+mode = "allow"
+path = {path}
+"""
+
+
+def allow_shell(home: Home) -> None:
+    """Shell allowed in the workspace, in place of the starter grant that asks."""
+    for grant in home.grants.glob("*.toml"):
+        if 'tool = "shell"' in grant.read_text():
+            grant.unlink()
+    home.grant("bench-shell").write_text(SHELL_GRANT.format(path=json.dumps(str(home.workspace))))
+
+
+def _expect(answers: list[bytes], output: str) -> None:
+    for answer in _decoded(answers):
+        assert isinstance(answer.outcome, Done), answer
+        assert answer.outcome.output == output, answer

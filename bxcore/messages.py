@@ -286,6 +286,7 @@ class ApprovalInfo:
     requested: Short
     expires: Short
     preview: Preview | None = None  # write_file: a unified diff of what would change (§12.2)
+    write: bool | None = None  # shell: False when its folder is bound read-only (issue 15)
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,6 +317,9 @@ class GrantInfo:
     class_: Short | None = None
     untrusted: bool | None = None
     note: Short | None = None
+    write: bool | None = None  # shell grants: False binds the folder read-only (issue 15)
+    kind: Short | None = None  # MCP grants: source, sink or both (§18.5)
+    match: tuple[Short, ...] | None = None  # MCP grants: `[match]` as NAME=VALUE, one a value
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,6 +350,9 @@ class GrantAdd:
     host: Short | None = None
     untrusted: bool | None = None
     note: Short | None = None
+    write: bool | None = None  # shell only: False binds the folder read-only (issue 15)
+    kind: Short | None = None  # MCP tools only (§18.5)
+    match: tuple[Short, ...] | None = None  # MCP tools only: NAME=VALUE, as `--match`
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from bxcore.home import Home
 from bxctl.init import make_folder
 from bxctl.output import fail, print_json, say, table
 from bxctl.safety import grant_warnings
-from services.brokerd.core.grants import Grant, InvalidGrant
+from services.brokerd.core.grants import Grant, InvalidGrant, takes_write
 from services.brokerd.grant_files import (
     GrantFields,
     GrantRefused,
@@ -49,6 +49,7 @@ def grant_json(grant: Grant | InvalidGrant) -> dict[str, Any]:
         "untrusted": grant.untrusted,
         "note": grant.note,
         "sha256": grant.sha256,
+        "write": grant.write if takes_write(grant.tool) else None,
         "kind": grant.kind.value if grant.kind else None,
         "match": {name: list(values) for name, values in grant.match},
     }
@@ -57,7 +58,8 @@ def grant_json(grant: Grant | InvalidGrant) -> dict[str, Any]:
 def scope_text(grant: Grant) -> str:
     """What a grant covers beyond its tool: its path or host; an MCP grant's kind and match."""
     if not grant.mcp:
-        return grant.path or grant.host or ""
+        read_only = "" if grant.write else " (read-only)"
+        return (grant.path or grant.host or "") + read_only
     assert grant.kind is not None
     parts = [grant.kind.value]
     for name, values in grant.match:
@@ -144,6 +146,10 @@ def add(
         typer.Option("--untrusted/--trusted", help="Is what is read here untrusted?"),
     ] = None,
     note: Annotated[str, typer.Option(help="A note for yourself.")] = "",
+    read_only: Annotated[
+        bool,
+        typer.Option("--read-only", help="shell: bind the folder read-only (`write = false`)."),
+    ] = False,
     kind: Annotated[
         str | None,
         typer.Option(help="MCP tools: source (reads), sink (writes or sends) or both (default)."),
@@ -161,8 +167,9 @@ def add(
     """Write a new grant file, or refuse with why."""
     home = _home(ctx)
     try:
+        write = False if read_only else None
         fields = GrantFields(
-            tool, mode, path, host, class_, untrusted, note, kind, parse_match(match or [])
+            tool, mode, path, host, class_, untrusted, note, kind, parse_match(match or []), write
         )
         make_folder(home.root)
         make_folder(home.grants)

@@ -205,7 +205,7 @@ def approval_card(info: ApprovalInfo, now_ms: int, width: int | None = None) -> 
         [
             f"approval {info.approval}: {visible(info.tool)} in session {visible(info.session)}",
             f"  why:     {info.why.value}",
-            f"  grant:   {visible(info.grant)}",
+            f"  grant:   {visible(info.grant)}{binding_note(info.write)}",
             f"  label:   {label}",
             f"  expires: {visible(info.expires)} ({until(info.expires, now_ms)})",
             "  arguments:",
@@ -214,6 +214,13 @@ def approval_card(info: ApprovalInfo, now_ms: int, width: int | None = None) -> 
         ],
         width,
     )
+
+
+def binding_note(write: bool | None) -> str:
+    """How a shell's folder is bound, after its grant (issue 15); nothing for other tools."""
+    if write is None:
+        return ""
+    return " (folder bound read-write)" if write else " (folder bound read-only)"
 
 
 def preview_lines(preview: str | None) -> list[str]:

@@ -50,9 +50,16 @@ from bxcore.routes import Refusal, Route, Routes
 from bxcore.sockets import AdminAnswer, AdminRequest
 from bxcore.wire import MAX_MESSAGE, encode
 from services.brokerd.core import policy
-from services.brokerd.core.grants import Grant, InvalidGrant
+from services.brokerd.core.grants import Grant, InvalidGrant, takes_write
 from services.brokerd.desk import Desk
-from services.brokerd.grant_files import GrantFields, GrantRefused, add_grant, remove_grant
+from services.brokerd.grant_files import (
+    GrantFields,
+    GrantRefused,
+    add_grant,
+    match_items,
+    parse_match,
+    remove_grant,
+)
 from services.brokerd.grants_folder import read_folder
 from services.brokerd.judge import Judge
 from services.brokerd.ledger import Ledger, LedgerState, LedgerUnavailable
@@ -83,6 +90,9 @@ def grant_info(grant: Grant | InvalidGrant) -> GrantInfo:
         grant.class_.value,
         grant.untrusted,
         short(grant.note) or None,
+        grant.write if takes_write(grant.tool) else None,
+        grant.kind.value if grant.kind is not None else None,
+        tuple(short(item) for item in match_items(grant)) if grant.mcp else None,
     )
 
 
@@ -121,17 +131,20 @@ class Admin:
 
     async def grant_add(self, message: GrantAdd) -> GrantList | Error:
         """The console's **Add grant**: the same check and write as `bxctl grant add`."""
-        fields = GrantFields(
-            message.tool,
-            message.mode,
-            message.path,
-            message.host,
-            message.class_,
-            message.untrusted,
-            message.note or "",
-        )
         folder = self.judge.grants.folder
         try:
+            fields = GrantFields(
+                message.tool,
+                message.mode,
+                message.path,
+                message.host,
+                message.class_,
+                message.untrusted,
+                message.note or "",
+                message.kind,
+                parse_match(list(message.match or ())),
+                message.write,
+            )
             await anyio.to_thread.run_sync(
                 add_grant, folder, message.grant, fields, "the owner's console"
             )

@@ -172,7 +172,7 @@ class Courier:
                     bound = sandbox.open_granted(allowed.winner.path)
                     if bound is not None:
                         held.callback(os.close, bound)
-                        writable = spec.mount is not Mount.READ_ONLY
+                        writable = spec.mount is not Mount.READ_ONLY and allowed.winner.write
                         found = sandbox.layers(bound, allowed.view, writable=writable)
                         held.callback(sandbox.close, found)
                 except Unconfinable as why:
@@ -185,6 +185,7 @@ class Courier:
                 cwd=allowed.args.cwd,
                 bound=bound,
                 layers=found,
+                read_only=not allowed.winner.write,
                 memory_mb=self.config.memory_mb if spec.mount is Mount.WORKDIR else None,
                 max_processes=self.config.max_processes if spec.mount is Mount.WORKDIR else None,
                 tmp_mb=self.config.tmp_mb,

@@ -61,6 +61,7 @@ from services.brokerd.core.call import (
     replay,
     step,
 )
+from services.brokerd.core.grants import takes_write
 from services.brokerd.core.records import CallRecords
 from services.brokerd.driver import Driver
 from services.brokerd.judge import Judge
@@ -129,6 +130,7 @@ class Desk:
             now,
             now + self._ttl_ms,
             preview=preview,
+            write=winner.write if takes_write(call.tool) else None,
         )
         self._add(approval, call)
         self._publish(ApprovalRequested(approval.info()))
@@ -319,7 +321,7 @@ class Desk:
         """The approval a decision asked for; None (and said in the log) when the record does
         not hold one: brokerd never wrote it so, and it must not stop brokerd's start."""
         try:
-            return _approval_of(held.decision, self._ttl_ms)
+            approval = _approval_of(held.decision, self._ttl_ms)
         except (KeyError, TypeError, ValueError, AssertionError) as error:
             log.error(
                 "the ledger's decision for call %r holds no approval brokerd can rebuild (%s: "
@@ -329,6 +331,17 @@ class Desk:
                 error,
             )
             return None
+        return replace(approval, write=self._write_of(approval))
+
+    def _write_of(self, approval: Approval) -> bool | None:
+        """A shell approval's binding, as its grant says when that is still the version the
+        ledger names (the record does not hold it); None when unknown."""
+        if not takes_write(approval.tool):
+            return None
+        for grant in self.judge.grants.current().valid:
+            if grant.id == approval.grant and grant.sha256 == approval.grant_sha256:
+                return grant.write
+        return None
 
 
 def _approval_of(decision: dict[str, object], ttl_ms: int) -> Approval:

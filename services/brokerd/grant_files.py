@@ -39,6 +39,7 @@ class GrantFields:
     note: str = ""
     kind: str | None = None  # MCP tools only (§18.5): source, sink or both
     match: tuple[tuple[str, MatchValue], ...] = ()  # MCP tools only: `[match]`, in order given
+    write: bool | None = None  # shell only: False binds its folder read-only (issue 15)
 
 
 def match_value(text: str) -> MatchValue:
@@ -61,6 +62,11 @@ def parse_match(given: list[str]) -> tuple[tuple[str, MatchValue], ...]:
     return tuple(out)
 
 
+def match_items(grant: Grant) -> tuple[str, ...]:
+    """A grant's `[match]` as `NAME=VALUE` items, one a value, as `parse_match` reads them."""
+    return tuple(f"{name}={value}" for name, values in grant.match for value in values)
+
+
 def grant_text(fields: GrantFields, written_by: str) -> str:
     """The grant file's text, with a first comment naming who wrote it."""
     lines = [f"tool = {toml_value(fields.tool)}", f"mode = {toml_value(fields.mode)}"]
@@ -71,6 +77,8 @@ def grant_text(fields: GrantFields, written_by: str) -> str:
     lines.append(f"class = {toml_value(fields.class_)}")
     if fields.untrusted is not None:
         lines.append(f"untrusted = {toml_value(fields.untrusted)}")
+    if fields.write is not None:
+        lines.append(f"write = {toml_value(fields.write)}")
     if fields.kind is not None:
         lines.append(f"kind = {toml_value(fields.kind)}")
     if fields.note:

@@ -112,6 +112,7 @@ class Call:
     cwd: str | None = None  # shell's working folder (else the winner's path)
     bound: int | None = None  # `path` pinned by `open_granted`; None binds nothing of it
     layers: tuple[Layer, ...] = ()  # covers, pins and re-openings inside the winner's path
+    read_only: bool = False  # a shell grant's `write = false`: its path bound read-only
     memory_mb: int | None = None  # the shell command's rlimits, set by the toolkit
     max_processes: int | None = None
     tmp_mb: int = 256  # the size of the private /tmp and /dev/shm
@@ -150,7 +151,7 @@ def command(host: Host, call: Call) -> list[str]:
     assert host.bwrap is not None
     granted = call.mount in (Mount.READ_ONLY, Mount.READ_WRITE, Mount.WORKDIR)
     grant = call.path if granted and call.path and call.bound is not None else None
-    kind = "--ro-bind-fd" if call.mount is Mount.READ_ONLY else "--bind-fd"
+    kind = "--ro-bind-fd" if call.mount is Mount.READ_ONLY or call.read_only else "--bind-fd"
     # System folders are bound where they are on the host, so that under a grant of one of
     # their parents (`/` above all) their mount points already exist: bwrap never has to
     # create one inside a bound host folder. The host's own /bin-style links come with a

@@ -130,12 +130,16 @@ def _http_fetch(
 
 
 def _environ(environ: "Mapping[str, str] | None") -> "Mapping[str, str]":
-    """The given environment, or the process's own (imported here: `read_file` needs no `os`)."""
+    """The given environment, or the process's own, read from `posix` (`os` costs 1.2 ms of
+    a shell call's start), decoded as `os.environ` would."""
     if environ is not None:
         return environ
-    import os
+    import posix
 
-    return os.environ
+    return {
+        key.decode("utf-8", "surrogateescape"): value.decode("utf-8", "surrogateescape")
+        for key, value in posix.environ.items()
+    }
 
 
 def _limits(environ: "Mapping[str, str]") -> "tuple[int | None, int | None] | Outcome":

@@ -77,7 +77,7 @@ def test_approve_runs_exactly_the_call_its_card_shows_in_full(page: Page, consol
     arguments = card.get_by_label(re.compile(r"^Every argument of "))
     assert arguments.evaluate("node => node.scrollWidth > node.clientWidth"), "it scrolls"
     assert page.evaluate("document.documentElement.scrollWidth") <= 1280, "the page does not"
-    for shown in (session, "workspace-shell", "the grant asks", "Time left"):
+    for shown in (session, "workspace-shell", "read-write", "the grant asks", "Time left"):
         expect(card).to_contain_text(shown)
     approve = card.get_by_role("button", name="Approve", exact=True)
     expect(approve).to_be_focused()  # followed from the chat: the card is where to answer

@@ -65,7 +65,7 @@ def test_a_grant_added_from_the_page_appears_an_invalid_one_is_refused_and_one_i
 
     def fill(grant_id: str, path: str) -> None:
         field(form, "Id").fill(grant_id)
-        field(form, "Tool").select_option("read_file")
+        field(form, "Tool").fill("read_file")
         field(form, "Mode").select_option("allow")
         field(form, "Path").fill(path)
         field(form, "Note").fill("the owner's notes")
@@ -98,6 +98,33 @@ def test_a_grant_added_from_the_page_appears_an_invalid_one_is_refused_and_one_i
     assert asked == ["Remove the grant notes-read? brokerd stops using it at once."]
     assert not (home / "grants" / "notes-read.toml").exists()
     expect(grants.get_by_role("row").filter(has_text="workspace-shell")).to_have_count(1)
+
+
+def test_a_read_only_shell_grant_and_an_mcp_grants_kind_and_match_are_added_and_shown(
+    page: Page, console: Console
+) -> None:
+    home = console.box.home
+    view(page, "Grants")
+    form = page.get_by_role("form", name="A new grant")
+    grants = page.get_by_role("table", name="Every grant")
+    field(form, "Id").fill("notes-grep")
+    field(form, "Tool").fill("shell")
+    field(form, "Path").fill(str(home.parent / "notes"))
+    field(form, "Shell folder").select_option("read-only")
+    form.get_by_role("button", name="Add grant", exact=True).click()
+    shell = grants.get_by_role("row").filter(has_text="notes-grep")
+    expect(shell).to_contain_text(f"{home.parent / 'notes'} (read-only)")
+    assert "write = false" in (home / "grants" / "notes-grep.toml").read_text()
+
+    field(form, "Id").fill("git-log")
+    field(form, "Tool").fill("mcp__git__git_log")
+    field(form, "Kind").select_option("source")
+    field(form, "Match").fill("branch=main\nmax_count=5")
+    form.get_by_role("button", name="Add grant", exact=True).click()
+    mcp = grants.get_by_role("row").filter(has_text="git-log")
+    expect(mcp).to_contain_text("source match branch=main, max_count=5")
+    written = (home / "grants" / "git-log.toml").read_text()
+    assert 'kind = "source"' in written and '"max_count" = 5' in written
 
 
 def test_verify_on_the_ledger_says_ok(page: Page) -> None:

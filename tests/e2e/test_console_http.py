@@ -622,6 +622,45 @@ def test_a_grant_added_is_listed_and_written_and_removed_and_an_invalid_one_is_r
     assert "no grant" in error_of(again, 400)
 
 
+def test_a_read_only_shell_grant_and_an_mcp_grants_kind_and_match_go_through_the_api(
+    console: Console, owner: httpx.Client
+) -> None:
+    grants = console.home / "grants"
+    shell = {"id": "api-sh", "tool": "shell", "path": "/tmp/api-sh", "write": False}
+    mcp = {
+        "id": "api-git", "tool": "mcp__git__git_log", "kind": "source",
+        "match": ["repo_path=glob:/srv/*", "max_count=5", "max_count=10"],
+    }  # fmt: skip
+    for body in (shell, mcp):
+        added = owner.post("/api/grants", json=body, headers=CHANGE)
+        assert added.status_code == 201, added.text
+    listed = {grant["id"]: grant for grant in owner.get("/api/grants").json()["grants"]}
+    assert listed["api-sh"]["write"] is False and "kind" not in listed["api-sh"]
+    assert listed["workspace-shell"]["write"] is True
+    assert "write" not in listed["workspace-read"]
+    assert listed["api-git"]["kind"] == "source"
+    assert listed["api-git"]["match"] == ["max_count=5", "max_count=10", "repo_path=glob:/srv/*"]
+    assert "write = false\n" in (grants / "api-sh.toml").read_text()
+    written = (grants / "api-git.toml").read_text()
+    assert 'kind = "source"' in written and '"max_count" = [5, 10]' in written
+    before = sorted(path.name for path in grants.iterdir())
+    for body, why in [
+        ({"id": "api-bad", "tool": "read_file", "path": "/tmp", "write": False}, "write"),
+        ({"id": "api-bad", "tool": "shell", "path": "/tmp", "write": "no"}, "write"),
+        ({"id": "api-bad", "tool": "shell", "path": "/tmp", "kind": "sink"}, "kind"),
+        ({"id": "api-bad", "tool": "mcp__git__*", "kind": "maybe"}, "kind"),
+        ({"id": "api-bad", "tool": "mcp__git__*", "match": ["no-equals"]}, "NAME=VALUE"),
+        ({"id": "api-bad", "tool": "mcp__git__*", "match": [3]}, "match"),
+        ({"id": "api-bad", "tool": "mcp__git__*", "match": "a=b"}, "match"),
+    ]:
+        refused = owner.post("/api/grants", json=body, headers=CHANGE)
+        assert why in error_of(refused, 400), body
+    assert sorted(path.name for path in grants.iterdir()) == before
+    as_json = {**CHANGE, "content-type": "application/json"}
+    for grant_id in ("api-sh", "api-git"):
+        assert owner.delete(f"/api/grants/{grant_id}", headers=as_json).status_code == 200
+
+
 def test_explain_says_what_brokerd_would_decide_and_why(
     owner: httpx.Client, console: Console
 ) -> None:

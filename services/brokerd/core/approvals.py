@@ -63,6 +63,7 @@ class Approval:
     expires_ms: int
     state: ApprovalState = ApprovalState.PENDING
     preview: str | None = None  # write_file: what it would change (§12.2), not in the ledger
+    write: bool | None = None  # shell: whether its winner binds the folder writable (issue 15)
 
     def info(self) -> ApprovalInfo:
         return ApprovalInfo(
@@ -77,6 +78,7 @@ class Approval:
             rfc3339(self.requested_ms),
             rfc3339(self.expires_ms),
             self.preview,
+            self.write,
         )
 
     def __repr__(self) -> str:

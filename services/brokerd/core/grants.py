@@ -1,4 +1,5 @@
-"""Grant files (SPEC §5.1, §18.5): one TOML file a grant in `{home}/grants/`, parsed strictly.
+"""Grant files (SPEC §5.1, §18.5; a shell's `write`, issue 15): one TOML file a grant in
+`{home}/grants/`, parsed strictly.
 
 `parse_grant` is pure: a file's id and bytes in, a `Grant` or an `InvalidGrant` (with why, in
 one line) out. An invalid grant never matches anything. Reading the folder is the shell's
@@ -18,12 +19,12 @@ from typing import Any
 
 from bxcore import mcp_tools
 from bxcore.labels import DataClass
-from bxcore.tools import BROKERED, Match
+from bxcore.tools import BROKERED, Match, Mount
 from services.brokerd.core.args import inside, valid_host_pattern, valid_path
 
 MAX_GRANT_BYTES = 64 * 1024
 _ID = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
-_KEYS = ("tool", "mode", "path", "host", "class", "untrusted", "note", "kind", "match")
+_KEYS = ("tool", "mode", "path", "host", "class", "untrusted", "note", "write", "kind", "match")
 _MCP_ONLY = ("kind", "match")
 GLOB = "glob:"
 MAX_MATCH_KEYS = 32
@@ -71,10 +72,12 @@ class Grant:
     sha256: str
     kind: McpKind | None = None  # MCP grants only (§18.5)
     match: tuple[tuple[str, tuple[MatchValue, ...]], ...] = ()  # argument → allowed values
+    write: bool = True  # shell only: False binds its folder read-only (issue 15)
 
     def __repr__(self) -> str:
         scope = self.path or self.host or "*"
-        return f"Grant({self.id}: {self.mode} {self.tool} {scope}, {self.class_})"
+        read_only = "" if self.write else ", read-only"
+        return f"Grant({self.id}: {self.mode} {self.tool} {scope}, {self.class_}{read_only})"
 
     @property
     def mcp(self) -> bool:
@@ -130,6 +133,12 @@ class GrantSet:
     invalid: tuple[InvalidGrant, ...] = ()
 
 
+def takes_write(tool: str) -> bool:
+    """Whether a grant of `tool` takes `write`: a tool that runs in its folder (shell)."""
+    spec = BROKERED.get(tool)
+    return spec is not None and spec.mount is Mount.WORKDIR
+
+
 def valid_id(grant_id: str) -> bool:
     return _ID.fullmatch(grant_id) is not None
 
@@ -180,6 +189,11 @@ def _parse(grant_id: str, data: bytes, sha256: str) -> Grant:
     for key in _MCP_ONLY:
         if key in table:
             raise _Invalid(f"{key}: only a grant of an MCP tool takes {key}")
+    if "write" in table and not takes_write(tool):
+        raise _Invalid("write: only a shell grant takes write (its folder's binding)")
+    write = table.get("write", True)
+    if type(write) is not bool:
+        raise _Invalid(f"write: expected true or false, got {_shown(write)}")
     path = _text(table, "path")
     host = _text(table, "host")
     wanted = spec.grant_key
@@ -202,7 +216,8 @@ def _parse(grant_id: str, data: bytes, sha256: str) -> Grant:
         if not valid_host_pattern(host):
             raise _Invalid(f"host: {host!r} is not a host name or a *.base pattern")
     class_, untrusted, note = _common(table, untrusted_default=spec.match is Match.HOST)
-    return Grant(grant_id, tool, Mode(mode_text), path, host, class_, untrusted, note, sha256)
+    mode = Mode(mode_text)
+    return Grant(grant_id, tool, mode, path, host, class_, untrusted, note, sha256, write=write)
 
 
 def _common(table: dict[str, Any], *, untrusted_default: bool) -> tuple[DataClass, bool, str]:
@@ -232,6 +247,8 @@ def _parse_mcp(grant_id: str, table: dict[str, Any], tool: str, mode: Mode, sha2
     for key in ("path", "host"):
         if key in table:
             raise _Invalid(f"{key}: an MCP grant takes no {key}; its server's [[mcp]] entry does")
+    if "write" in table:
+        raise _Invalid("write: only a shell grant takes write (its folder's binding)")
     kind_text = _text(table, "kind") or McpKind.BOTH.value
     if kind_text not in McpKind.__members__.values():
         raise _Invalid(f'kind: expected "source", "sink" or "both", got {kind_text!r}')

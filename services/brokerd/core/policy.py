@@ -16,7 +16,7 @@ from bxcore import mcp_tools
 from bxcore.deny import DenyReason
 from bxcore.labels import CLEAN, DataClass, Label
 from bxcore.messages import AskWhy
-from bxcore.tools import BROKERED, Match, Result
+from bxcore.tools import BROKERED, Match, Mount, Result
 from services.brokerd.core import args as argsmod
 from services.brokerd.core import mcp_args
 from services.brokerd.core.args import ArgsError, ToolArgs, host_matches, inside
@@ -79,6 +79,11 @@ def specificity(grant: Grant) -> tuple[int, int]:
     return (0, 0)
 
 
+def binding(grant: Grant) -> str:
+    """How a shell grant's folder is bound in its sandbox (issue 15)."""
+    return "read-write" if grant.write else "read-only"
+
+
 def _rank(grant: Grant) -> tuple[tuple[int, int], int, str]:
     """Sort key: most specific first, then `ask` before `allow`, then the smaller id."""
     neg = specificity(grant)
@@ -139,6 +144,10 @@ def decide(
         matching, label, args, note,
         sink=spec.sink, consequential=spec.consequential(args.variant), place="place",
     )  # fmt: skip
+    runs = winner.winner if isinstance(winner, Ask) else winner
+    if spec.mount is Mount.WORKDIR and isinstance(runs, Grant):  # now, or once approved
+        said = "" if runs.write else " (write = false)"
+        note(lambda: f"{runs.path} is bound {binding(runs)} in the sandbox{said}")
     if not isinstance(winner, Grant):
         return winner
     allowed = _allowed(winner, args, grants, own)

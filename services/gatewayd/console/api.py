@@ -248,13 +248,18 @@ class Backend:
 
     async def add_grant(self, request: Request) -> Response:
         text = (str, type(None))
+        flag = (bool, type(None))
         given = await body(
             request,
             {"id": str, "tool": str, "mode": str, "path": text, "host": text, "class": str,
-             "untrusted": (bool, type(None)), "note": text},
+             "untrusted": flag, "note": text, "write": flag, "kind": text,
+             "match": (list, type(None))},
         )  # fmt: skip
         if not given.get("id") or not given.get("tool"):
             raise Refused(400, "a grant needs an id and a tool")
+        match = given.get("match") or []
+        if not all(isinstance(item, str) for item in match):
+            raise Refused(400, "'match' must be a list of NAME=VALUE strings")
         message = GrantAdd(
             _rid(),
             given["id"],
@@ -265,6 +270,9 @@ class Backend:
             given.get("host") or None,
             given.get("untrusted"),
             given.get("note") or None,
+            given.get("write"),
+            given.get("kind") or None,
+            tuple(match) or None,
         )
         found: GrantList = await self.ask(self.admin, message, GrantList)
         return JSONResponse({"grants": [as_json(g) for g in found.grants]}, 201)

@@ -276,3 +276,23 @@ async def test_untrusted_content_makes_even_an_allowed_write_wait_for_the_owner(
     labels.raise_("s", labels.read("s"), Label(DataClass.PRIVATE, True))
     answer = await box.call("w1", tool="write_file")
     assert isinstance(answer, Pending) and box.courier.ran == []
+
+
+# --- a read-only shell (issue 15) --------------------------------------------------------------
+
+
+async def test_a_shell_card_says_how_its_folder_is_bound_and_keeps_it_after_a_restart(
+    folder: Path,
+) -> None:
+    read_only = shell_asks(folder) + "write = false\n"
+    grants(folder, shell=read_only)
+    async with running_box(folder) as box:
+        pending = await box.call("c1")
+        assert isinstance(pending, Pending)
+        assert [a.info().write for a in box.desk.approvals.pending()] == [False]
+        assert box.said[-1] == ApprovalRequested(box.desk.approvals.pending()[0].info())
+    async with running_box(folder) as again:  # rebuilt from the ledger, the grant unchanged
+        assert [a.info().write for a in again.desk.approvals.pending()] == [False]
+    grants(folder, shell=shell_asks(folder))  # another version of the grant: not known
+    async with running_box(folder) as changed:
+        assert [a.info().write for a in changed.desk.approvals.pending()] == [None]

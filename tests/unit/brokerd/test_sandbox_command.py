@@ -283,6 +283,13 @@ def test_only_the_winners_path_is_bound_read_only_for_reads_and_read_write_other
     assert writable == ([] if tool == "read_file" else [grant])
 
 
+def test_a_read_only_shell_binds_its_path_read_only_and_nothing_writable_of_the_host() -> None:
+    parsed = parse(command(HOST, call_for("shell", read_only=True)))
+    assert parsed.named(*FD_BINDS) == [Op("--ro-bind-fd", (str(GRANT_FD), "/home/kyle/notes"))]
+    assert [op for op in parsed.ops if op.name in WRITABLE] == []
+    assert parsed.env["BX_ROOT"] == "/home/kyle/notes"
+
+
 @pytest.mark.parametrize("tool", ["read_file", "write_file", "shell"])
 def test_a_winners_path_that_does_not_exist_binds_nothing(tool: str) -> None:
     parsed = parse(command(HOST, call_for(tool, bound=None)))

@@ -6,6 +6,7 @@ folded unless asked for, and a `write_file`'s card shows what it would change.""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from hypothesis import given
@@ -188,6 +189,19 @@ def test_sizes_read_as_people_write_them(size: int, text: str) -> None:
 
 def test_a_stopped_turn_says_the_owner_stopped_it() -> None:
     assert event_lines(TurnEnd(EndReason.CANCELLED)) == ["(the turn was stopped by the owner)"]
+
+
+@pytest.mark.parametrize(
+    ("write", "shown"),
+    [
+        (None, "  grant:   workspace-shell"),
+        (True, "  grant:   workspace-shell (folder bound read-write)"),
+        (False, "  grant:   workspace-shell (folder bound read-only)"),
+    ],
+)
+def test_a_shell_card_says_how_its_folder_is_bound(write: bool | None, shown: str) -> None:
+    info = replace(card(json.dumps({"command": "ls"})), write=write)
+    assert shown in approval_card(info, 0)
 
 
 def test_a_write_card_shows_what_it_would_change_as_text() -> None:

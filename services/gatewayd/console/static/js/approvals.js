@@ -80,6 +80,9 @@ function card(info) {
       {},
       el("dt", {}, "Session"), el("dd", { class: "mono" }, info.session),
       el("dt", {}, "Grant"), el("dd", { class: "mono" }, info.grant),
+      ...(info.write === undefined || info.write === null ? [] : [
+        el("dt", {}, "Folder"), el("dd", {}, info.write ? "read-write" : "read-only"),
+      ]),
       el("dt", {}, "Why you are asked"), el("dd", {}, info.why),
       el("dt", {}, "Approval"), el("dd", { class: "mono" }, info.approval),
       el("dt", {}, "Time left"), el("dd", { class: "left" }, "…"),

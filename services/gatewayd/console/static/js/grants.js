@@ -37,7 +37,7 @@ function render(grants) {
         el("td", { class: "mono" }, grant.id),
         el("td", { class: "mono" }, grant.tool),
         el("td", {}, grant.mode),
-        el("td", { class: "mono" }, grant.path || grant.host || "(any)"),
+        el("td", { class: "mono" }, scope(grant)),
         el("td", {}, labelBadges({ class: grant.class, untrusted: false })),
         el("td", {}, grant.untrusted ? "yes" : "no"),
         el("td", {}, grant.note || ""),
@@ -47,6 +47,22 @@ function render(grants) {
   if (!grants.length) body.append(el("tr", {}, el("td", { colspan: "8", class: "quiet" }, "No grants: the agent may do nothing. Add one below.")));
 }
 
+// What a grant covers beyond its tool: its path (and a shell's read-only binding) or host;
+// an MCP grant's kind and [match], as `bxctl grant list` shows them.
+function scope(grant) {
+  if (grant.kind) {
+    const match = grant.match && grant.match.length ? ` match ${grant.match.join(", ")}` : "";
+    return `${grant.kind}${match}`;
+  }
+  const place = grant.path || grant.host || "(any)";
+  return grant.write === false ? `${place} (read-only)` : place;
+}
+
+function lines(text) {
+  const found = text.split("\n").map((line) => line.trim()).filter(Boolean);
+  return found.length ? found : null;
+}
+
 async function add(event) {
   event.preventDefault();
   const form = event.target;
@@ -54,13 +70,16 @@ async function add(event) {
   const untrusted = data.get("untrusted");
   const grant = {
     id: data.get("id").trim(),
-    tool: data.get("tool"),
+    tool: data.get("tool").trim(),
     mode: data.get("mode"),
     class: data.get("class"),
     path: data.get("path").trim() || null,
     host: data.get("host").trim() || null,
     untrusted: untrusted === "" ? null : untrusted === "true",
     note: data.get("note").trim() || null,
+    write: data.get("write") === "false" ? false : null,
+    kind: data.get("kind") || null,
+    match: lines(data.get("match")),
   };
   const problem = $("#grant-form-problem");
   say(problem, "");
