@@ -9,6 +9,8 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bxcore.jobs import CatchUp, Cron, Every, Job, Timing
 from bxcore.schedule import MAX_COUNTED, ON_TIME, Due, due, next_run, next_runs
@@ -203,3 +205,43 @@ def test_a_long_downtime_is_counted_up_to_a_limit() -> None:
         job(Every(1, "1s")), UTC, at("2026-05-01 00:00"), at("2026-05-02 00:00"), running=True
     )
     assert every.overlapped == MAX_COUNTED
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(["30 2 * * *", "*/20 * * * *", "0 1-3 * * *", "30 7 * * 1-5", "0 0 L * *"]),
+    st.sampled_from([BERLIN, NEW_YORK, UTC]),
+    st.datetimes(datetime(2026, 1, 1), datetime(2030, 12, 31), timezones=st.just(UTC)),
+)
+def test_next_runs_are_strictly_after_and_increasing_across_any_dst_change(
+    expression: str, zone: ZoneInfo, after: datetime
+) -> None:
+    runs = next_runs(Cron(expression), zone, after, 4)
+    assert len(runs) == 4
+    assert after < runs[0] < runs[1] < runs[2] < runs[3]
+    assert next_run(Cron(expression), zone, runs[0]) == runs[1]  # a restart right after a run
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.sampled_from([Every(10, "10s"), Every(3600, "1h"), Cron("*/5 * * * *"), WEEKDAYS_0730]),
+    st.sampled_from(list(CatchUp)),
+    st.booleans(),
+    st.datetimes(datetime(2026, 1, 1), datetime(2026, 12, 31), timezones=st.just(UTC)),
+    st.timedeltas(timedelta(0), timedelta(days=9)),
+)
+def test_a_run_is_for_a_slot_between_since_and_now_and_every_slot_is_accounted_for(
+    timing: Timing, catch_up: CatchUp, running: bool, since: datetime, gap: timedelta
+) -> None:
+    now = since + gap
+    decided = due(job(timing, catch_up=catch_up), BERLIN, since, now, running=running)
+    slots = [s for s in next_runs(timing, BERLIN, since, MAX_COUNTED + 1) if s <= now]
+    if decided.slot is not None:
+        assert since < decided.slot <= now  # and the latest slot: none after it yet
+        following = next_run(timing, BERLIN, decided.slot)
+        assert following is not None and following > now
+    accounted = decided.missed + decided.overlapped + (1 if decided.slot is not None else 0)
+    if decided.catch_up:
+        assert decided.missed >= 1
+    assert accounted == min(len(slots), MAX_COUNTED) or len(slots) > MAX_COUNTED
+    assert not (running and decided.run)
