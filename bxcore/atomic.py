@@ -1,6 +1,7 @@
-"""Replacing a small file whole (temporary file, rename): a reader sees the old content or the
-new one, never a part. `durable` also fsyncs the file before the rename and the folder after
-it, so the new content survives a crash (state labels, the witness)."""
+"""Replacing a small file whole (temporary file, rename), or creating one that must not exist
+yet (temporary file, link): a reader sees the old content or the new one, never a part.
+`durable` also fsyncs the file before the rename and the folder after it, so the new content
+survives a crash (state labels, the witness); a created file always is (job files)."""
 
 from __future__ import annotations
 
@@ -24,3 +25,26 @@ def write_atomically(path: Path, data: bytes, *, mode: int = 0o600, durable: boo
             os.fsync(folder)
         finally:
             os.close(folder)
+
+
+def create_atomically(path: Path, data: bytes, *, mode: int = 0o600) -> None:
+    """Write a new file whole and durably, never over an existing one: FileExistsError when
+    `path` is taken. (A temporary file, fsynced, is linked into place; the folder fsynced.)"""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.new")
+    temporary.unlink(missing_ok=True)  # left by a write of this pid that was cut short
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+    try:
+        os.fchmod(fd, mode)  # whatever the umask
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(temporary, path)
+    finally:
+        temporary.unlink()
+    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)

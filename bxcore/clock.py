@@ -1,6 +1,7 @@
 """Time as boxmaker writes it: UTC, RFC 3339, milliseconds (`2026-11-30T02:34:30.123Z`).
 
-The pure cores never read the clock; the shells read it here and pass it in.
+The pure cores never read the clock; the shells read it here and pass it in, and the
+machine's time zone too (`local_zone`, for jobs' cron schedules, §19).
 """
 
 from __future__ import annotations
@@ -8,6 +9,11 @@ from __future__ import annotations
 import datetime
 import functools
 import time
+import zoneinfo
+from collections.abc import Mapping
+from pathlib import Path
+
+LOCALTIME = Path("/etc/localtime")
 
 
 def now_ms() -> int:
@@ -34,3 +40,27 @@ def parse_rfc3339(text: str) -> int:
     moment = datetime.datetime.strptime(text[:19], "%Y-%m-%dT%H:%M:%S")
     seconds = int(moment.replace(tzinfo=datetime.UTC).timestamp())
     return seconds * 1000 + int(text[20:23])
+
+
+def local_zone(env: Mapping[str, str], localtime: Path = LOCALTIME) -> datetime.tzinfo:
+    """The machine's time zone, with its DST rules: `$TZ` when it names a zone
+    (`Europe/Berlin`, `:Europe/Berlin`), else `/etc/localtime`, else UTC. A fixed offset
+    (`datetime.now().astimezone()`) would not do: a schedule looks months ahead."""
+    name = env.get("TZ", "").removeprefix(":")
+    if name:
+        try:
+            return zoneinfo.ZoneInfo(name)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            pass
+    try:
+        with localtime.open("rb") as file:
+            return zoneinfo.ZoneInfo.from_file(file, key=_key(localtime))
+    except (OSError, ValueError):
+        return datetime.UTC
+
+
+def _key(localtime: Path) -> str:
+    """`Europe/Berlin` for a link to `/usr/share/zoneinfo/Europe/Berlin`; else "localtime"."""
+    target = str(localtime.resolve())
+    marker = "/zoneinfo/"
+    return target.split(marker, 1)[1] if marker in target else "localtime"

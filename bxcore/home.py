@@ -18,7 +18,7 @@ from pathlib import Path
 import platformdirs
 
 from bxcore.errors import one_line
-from bxcore.ids import valid_session
+from bxcore.ids import valid_grant_id, valid_session
 
 SOCKETS: tuple[str, ...] = (
     "broker",
@@ -46,7 +46,6 @@ _LONGEST_SOCKET = max(SOCKETS, key=len)
 SHORT_RUN_BASE = Path("/tmp")
 
 _NAME = re.compile(rf"[a-z0-9][a-z0-9_-]{{0,{MAX_NAME - 1}}}")
-_GRANT_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
 
 
 class HomeError(Exception):
@@ -100,9 +99,19 @@ class Home:
         return self.root / "grants"
 
     def grant(self, grant_id: str) -> Path:
-        if _GRANT_ID.fullmatch(grant_id) is None:
+        if not valid_grant_id(grant_id):
             raise ValueError(f"not a valid grant id: {grant_id!r}")
         return self.grants / f"{grant_id}.toml"
+
+    @property
+    def jobs(self) -> Path:
+        """The owner's scheduled jobs, one TOML file each (§19)."""
+        return self.root / "jobs"
+
+    def job(self, job_id: str) -> Path:
+        if not valid_grant_id(job_id):
+            raise ValueError(f"not a valid job id: {job_id!r}")
+        return self.jobs / f"{job_id}.toml"
 
     @property
     def workspace(self) -> Path:

@@ -1,4 +1,5 @@
-"""The shapes of the names that cross sockets: session ids (§6.1), request ids and call ids (§3.3).
+"""The shapes of names: session ids (§6.1), request ids and call ids (§3.3), grant and job ids
+(§5.1, §19).
 
 Pure: no I/O. Every check is by bytes of UTF-8, as the wire counts them.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 import re
 
 _SESSION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
+_FILE_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
 
 MAX_SESSION = 128
 MAX_REQUEST_ID = 64
@@ -18,6 +20,12 @@ MAX_TOOL_NAME = 64
 def valid_session(session: str) -> bool:
     """1 to 128 bytes of `A-Z a-z 0-9 . _ -`, not starting with `.` or `-`."""
     return _SESSION.fullmatch(session) is not None
+
+
+def valid_grant_id(name: str) -> bool:
+    """A grant's or a job's id, its file's stem (§5.1, §19): 1 to 64 of `a-z 0-9 -`, not
+    starting with `-`."""
+    return _FILE_ID.fullmatch(name) is not None
 
 
 def byte_length_between(text: str, low: int, high: int) -> bool:

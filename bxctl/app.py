@@ -23,6 +23,7 @@ from bxctl import (
     box_cmds,
     console_cmd,
     grant_cmds,
+    job_cmds,
     mcp_cmds,
     model_cmds,
     owner_cmds,
@@ -40,6 +41,7 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(grant_cmds.app, name="grant")
+app.add_typer(job_cmds.app, name="job")
 app.add_typer(mcp_cmds.app, name="mcp")
 app.add_typer(model_cmds.app, name="model")
 app.add_typer(audit_cmds.app, name="audit")

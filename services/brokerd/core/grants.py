@@ -12,18 +12,17 @@ import enum
 import fnmatch
 import hashlib
 import math
-import re
 import tomllib
 from dataclasses import dataclass
 from typing import Any
 
 from bxcore import mcp_tools
+from bxcore.ids import valid_grant_id
 from bxcore.labels import DataClass
 from bxcore.tools import BROKERED, Match, Mount
 from services.brokerd.core.args import inside, valid_host_pattern, valid_path
 
 MAX_GRANT_BYTES = 64 * 1024
-_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
 _KEYS = ("tool", "mode", "path", "host", "class", "untrusted", "note", "write", "kind", "match")
 _MCP_ONLY = ("kind", "match")
 GLOB = "glob:"
@@ -140,7 +139,7 @@ def takes_write(tool: str) -> bool:
 
 
 def valid_id(grant_id: str) -> bool:
-    return _ID.fullmatch(grant_id) is not None
+    return valid_grant_id(grant_id)
 
 
 def parse_grant(grant_id: str, data: bytes) -> Grant | InvalidGrant:

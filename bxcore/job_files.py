@@ -1,0 +1,173 @@
+"""The jobs folder (SPEC §19): reading every `{home}/jobs/*.toml`, writing a new job and
+removing one. The one code behind `bxctl job list | show | add | rm` (and, later, loopd's
+scheduler and the console's Jobs view).
+
+Parsing is `bxcore.jobs`'s; a job is written as TOML and parsed back before it is linked into
+place, so what is written is what the scheduler will read. Every refusal is a `JobRefused`
+with one line the owner reads. Which grants exist is the caller's to say (`known`: the ids of
+the owner's valid grants), since only brokerd's parser decides that.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from collections.abc import Set
+from dataclasses import dataclass
+from pathlib import Path
+
+from bxcore.atomic import create_atomically
+from bxcore.config import toml_value
+from bxcore.ids import valid_grant_id
+from bxcore.jobs import MAX_JOB_BYTES, InvalidJob, Job, check_grants, parse_job
+
+FOLDER_MODE = 0o700
+FILE_MODE = 0o600
+_NOTHING = hashlib.sha256(b"").hexdigest()
+
+
+class JobRefused(Exception):
+    """Nothing was written or removed; `str()` says why, in one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobSet:
+    valid: tuple[Job, ...] = ()
+    invalid: tuple[InvalidJob, ...] = ()
+
+    def everything(self) -> list[Job | InvalidJob]:
+        return sorted([*self.valid, *self.invalid], key=lambda job: job.id)
+
+
+@dataclass(frozen=True, slots=True)
+class JobFields:
+    """What the owner gives `bxctl job add`; None: the key is left out (its default holds)."""
+
+    prompt: str
+    schedule: str | None = None
+    every: str | None = None
+    grants: tuple[str, ...] = ()
+    max_steps: int | None = None
+    max_tokens: int | None = None
+    max_runtime_s: int | None = None
+    catch_up: str | None = None
+    enabled: bool | None = None
+
+
+def read_jobs(folder: Path, known: Set[str]) -> JobSet:
+    """Every `*.toml` file in `folder`, parsed and its grants checked against `known`; a
+    missing folder is no jobs."""
+    valid: list[Job] = []
+    invalid: list[InvalidJob] = []
+    for name in sorted(_names(folder)):
+        job_id = name[: -len(".toml")]
+        try:
+            parsed = check_grants(parse_job(job_id, _read(folder / name)), known)
+        except OSError as error:
+            parsed = InvalidJob(job_id, _NOTHING, f"cannot read the file: {error.strerror}")
+        if isinstance(parsed, Job):
+            valid.append(parsed)
+        else:
+            invalid.append(parsed)
+    return JobSet(tuple(valid), tuple(invalid))
+
+
+def job_text(fields: JobFields, written_by: str) -> str:
+    """The job file's text, with a first comment naming who wrote it."""
+    lines = []
+    for key in ("schedule", "every"):
+        value = getattr(fields, key)
+        if value is not None:
+            lines.append(f"{key} = {toml_value(value)}")
+    lines.append(f"grants = {toml_value(list(fields.grants))}")
+    for key in ("max_steps", "max_tokens", "max_runtime_s", "catch_up", "enabled"):
+        value = getattr(fields, key)
+        if value is not None:
+            lines.append(f"{key} = {toml_value(value)}")
+    lines.append(f"prompt = {toml_value(fields.prompt)}")
+    return f"# Written by {written_by}.\n" + "\n".join(lines) + "\n"
+
+
+def check_job(job_id: str, fields: JobFields, known: Set[str], written_by: str) -> tuple[Job, str]:
+    """The job as the scheduler will read it, and its file's text; JobRefused when invalid."""
+    if not valid_grant_id(job_id):
+        raise JobRefused(
+            f"{job_id!r} is not a job id: use a-z, 0-9 and -, at most 64, not starting with -"
+        )
+    text = job_text(fields, written_by)
+    parsed = check_grants(parse_job(job_id, text.encode()), known)
+    if isinstance(parsed, InvalidJob):
+        raise JobRefused(f"not added: {parsed.problem}")
+    return parsed, text
+
+
+def add_job(folder: Path, job_id: str, fields: JobFields, known: Set[str], written_by: str) -> Job:
+    """Write `{folder}/{job_id}.toml`, durably, never over an existing job."""
+    job, text = check_job(job_id, fields, known, written_by)
+    target = folder / f"{job_id}.toml"
+    try:
+        if not folder.exists():
+            folder.mkdir(mode=FOLDER_MODE, parents=True)
+        create_atomically(target, text.encode(), mode=FILE_MODE)
+    except FileExistsError:
+        raise JobRefused(f"a job {job_id!r} exists already ({target}); remove it first") from None
+    except OSError as error:
+        raise JobRefused(f"cannot write the job in {folder}: {error.strerror}") from None
+    return job
+
+
+def remove_job(folder: Path, job_id: str) -> None:
+    """Remove `{folder}/{job_id}.toml`: no run of it starts after this."""
+    if not valid_grant_id(job_id):
+        raise JobRefused(f"{job_id!r} is not a job id")
+    try:
+        (folder / f"{job_id}.toml").unlink()
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except FileNotFoundError:
+        raise JobRefused(f"no job {job_id!r} in {folder}") from None
+    except OSError as error:
+        raise JobRefused(f"cannot remove the job {job_id!r}: {error.strerror}") from None
+
+
+def read_job(folder: Path, job_id: str, known: Set[str]) -> Job | InvalidJob:
+    """One job by its id; JobRefused when there is no such file."""
+    if not valid_grant_id(job_id):
+        raise JobRefused(f"{job_id!r} is not a job id")
+    try:
+        data = _read(folder / f"{job_id}.toml")
+    except FileNotFoundError:
+        raise JobRefused(f"no job {job_id!r} in {folder}") from None
+    except OSError as error:
+        return InvalidJob(job_id, _NOTHING, f"cannot read the file: {error.strerror}")
+    return check_grants(parse_job(job_id, data), known)
+
+
+def _names(folder: Path) -> list[str]:
+    try:
+        return [n for n in os.listdir(folder) if n.endswith(".toml") and not n.startswith(".")]
+    except FileNotFoundError:
+        return []
+
+
+def _read(path: Path) -> bytes:
+    """At most one byte more than a job may hold; never blocks on a FIFO."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(0, "not a regular file")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= MAX_JOB_BYTES:
+            chunk = os.read(fd, MAX_JOB_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
