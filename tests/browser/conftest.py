@@ -44,8 +44,11 @@ def unavailable(why: str) -> None:
     )
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    """Chromium for one module's tests. Not for the whole session: Playwright's synchronous
+    API runs an asyncio loop in this thread while it is open, and the other tests this
+    worker runs after a browser module (`anyio.run`, `asyncio.run`) need the thread free."""
     if not CHROMIUM.exists():
         unavailable(f"there is no {CHROMIUM}")
     with sync_playwright() as playwright:
@@ -57,9 +60,9 @@ def browser() -> Iterator[Browser]:
 
 
 @pytest.fixture(scope="session")
-def box(browser: Browser) -> Iterator[UpBox]:
-    """The box of this test process (`bxctl up` costs seconds, more on a busy machine), once
-    there is a browser to show it. Tests share it and keep out of each other's way: each talks
+def box() -> Iterator[UpBox]:
+    """The box of this test process (`bxctl up` costs seconds, more on a busy machine). Tests
+    share it and keep out of each other's way: each talks
     in sessions of its own, with owner messages no other test says (the fake model answers by
     message), and leaves nothing pending."""
     with box_up() as box:
