@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 from collections.abc import Set
 from dataclasses import dataclass
 from pathlib import Path
 
+from bxcore import owner_toml
 from bxcore.atomic import create_atomically
 from bxcore.config import toml_value
 from bxcore.ids import valid_grant_id
@@ -60,10 +60,12 @@ def read_jobs(folder: Path, known: Set[str]) -> JobSet:
     missing folder is no jobs."""
     valid: list[Job] = []
     invalid: list[InvalidJob] = []
-    for name in sorted(_names(folder)):
+    for name in sorted(owner_toml.names(folder)):
         job_id = name[: -len(".toml")]
         try:
-            parsed = check_grants(parse_job(job_id, _read(folder / name)), known)
+            parsed = check_grants(
+                parse_job(job_id, owner_toml.read(folder / name, MAX_JOB_BYTES)), known
+            )
         except OSError as error:
             parsed = InvalidJob(job_id, _NOTHING, f"cannot read the file: {error.strerror}")
         if isinstance(parsed, Job):
@@ -139,35 +141,9 @@ def read_job(folder: Path, job_id: str, known: Set[str]) -> Job | InvalidJob:
     if not valid_grant_id(job_id):
         raise JobRefused(f"{job_id!r} is not a job id")
     try:
-        data = _read(folder / f"{job_id}.toml")
+        data = owner_toml.read(folder / f"{job_id}.toml", MAX_JOB_BYTES)
     except FileNotFoundError:
         raise JobRefused(f"no job {job_id!r} in {folder}") from None
     except OSError as error:
         return InvalidJob(job_id, _NOTHING, f"cannot read the file: {error.strerror}")
     return check_grants(parse_job(job_id, data), known)
-
-
-def _names(folder: Path) -> list[str]:
-    try:
-        return [n for n in os.listdir(folder) if n.endswith(".toml") and not n.startswith(".")]
-    except FileNotFoundError:
-        return []
-
-
-def _read(path: Path) -> bytes:
-    """At most one byte more than a job may hold; never blocks on a FIFO."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(0, "not a regular file")
-        chunks: list[bytes] = []
-        size = 0
-        while size <= MAX_JOB_BYTES:
-            chunk = os.read(fd, MAX_JOB_BYTES + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)

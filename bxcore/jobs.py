@@ -10,7 +10,6 @@ from __future__ import annotations
 import enum
 import hashlib
 import re
-import tomllib
 from collections.abc import Set
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,6 +18,7 @@ from typing import Any
 from cronsim import CronSim, CronSimError
 
 from bxcore.ids import valid_grant_id
+from bxcore.owner_toml import TableError, load_table
 
 MAX_JOB_BYTES = 64 * 1024
 MAX_PROMPT = 16_000  # characters
@@ -140,17 +140,10 @@ def _parse(job_id: str, data: bytes, sha256: str) -> Job:
         raise _Invalid(
             f"the file name {job_id!r} is not a job id (a-z 0-9 -, at most 64, not starting with -)"
         )
-    if len(data) > MAX_JOB_BYTES:
-        raise _Invalid(f"the file is larger than {MAX_JOB_BYTES} bytes")
     try:
-        table = tomllib.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as error:
-        raise _Invalid(f"the file is not UTF-8 (byte {error.start})") from None
-    except tomllib.TOMLDecodeError as error:
-        raise _Invalid(f"not TOML: {error}") from None
-    for key in table:
-        if key not in KEYS:
-            raise _Invalid(f"unknown key {key!r} (known: {', '.join(KEYS)})")
+        table = load_table(data, MAX_JOB_BYTES, KEYS)
+    except TableError as error:
+        raise _Invalid(str(error)) from None
     timing = _timing(table)
     prompt = table.get("prompt")
     if prompt is None:

@@ -8,10 +8,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import stat
 from pathlib import Path
 from typing import Any
 
+from bxcore import owner_toml
 from services.brokerd.core.grants import (
     MAX_GRANT_BYTES,
     Grant,
@@ -28,10 +28,10 @@ def read_folder(folder: Path) -> GrantSet:
     """Every `*.toml` file in `folder`, parsed; a missing folder is no grants."""
     valid: list[Grant] = []
     invalid: list[InvalidGrant] = []
-    for name in sorted(_names(folder)):
+    for name in sorted(owner_toml.names(folder)):
         grant_id = name[: -len(".toml")]
         try:
-            parsed = parse_grant(grant_id, _read(folder / name))
+            parsed = parse_grant(grant_id, owner_toml.read(folder / name, MAX_GRANT_BYTES))
         except OSError as error:
             parsed = InvalidGrant(grant_id, _NOTHING, f"cannot read the file: {error.strerror}")
         if isinstance(parsed, Grant):
@@ -42,32 +42,6 @@ def read_folder(folder: Path) -> GrantSet:
 
 
 _NOTHING = hashlib.sha256(b"").hexdigest()
-
-
-def _names(folder: Path) -> list[str]:
-    try:
-        return [n for n in os.listdir(folder) if n.endswith(".toml") and not n.startswith(".")]
-    except FileNotFoundError:
-        return []
-
-
-def _read(path: Path) -> bytes:
-    """At most one byte more than a grant may hold; never blocks on a FIFO."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(0, "not a regular file")
-        chunks: list[bytes] = []
-        size = 0
-        while size <= MAX_GRANT_BYTES:
-            chunk = os.read(fd, MAX_GRANT_BYTES + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 class GrantsFolder:

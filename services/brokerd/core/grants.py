@@ -12,13 +12,13 @@ import enum
 import fnmatch
 import hashlib
 import math
-import tomllib
 from dataclasses import dataclass
 from typing import Any
 
 from bxcore import mcp_tools
 from bxcore.ids import valid_grant_id
 from bxcore.labels import DataClass
+from bxcore.owner_toml import TableError, load_table
 from bxcore.tools import BROKERED, Match, Mount
 from services.brokerd.core.args import inside, valid_host_pattern, valid_path
 
@@ -161,17 +161,10 @@ def _parse(grant_id: str, data: bytes, sha256: str) -> Grant:
             f"the file name {grant_id!r} is not a grant id (a-z 0-9 -, at most 64, "
             "not starting with -)"
         )
-    if len(data) > MAX_GRANT_BYTES:
-        raise _Invalid(f"the file is larger than {MAX_GRANT_BYTES} bytes")
     try:
-        table = tomllib.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as error:
-        raise _Invalid(f"the file is not UTF-8 (byte {error.start})") from None
-    except tomllib.TOMLDecodeError as error:
-        raise _Invalid(f"not TOML: {error}") from None
-    for key in table:
-        if key not in _KEYS:
-            raise _Invalid(f"unknown key {key!r} (known: {', '.join(_KEYS)})")
+        table = load_table(data, MAX_GRANT_BYTES, _KEYS)
+    except TableError as error:
+        raise _Invalid(str(error)) from None
     tool = _text(table, "tool", required=True)
     is_mcp = _mcp_tool(tool)
     if not is_mcp and tool not in BROKERED:
