@@ -63,6 +63,18 @@ def supervisor_pid(home: Path) -> int:
     return record.supervisor.pid
 
 
+def background(home: Path, *args: str) -> subprocess.Popen[str]:
+    """`bxctl --home HOME ARGS` running on its own, its output in pipes."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "bxctl", "--home", str(home), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env(),
+        cwd=REPO,
+    )
+
+
 # -- up --------------------------------------------------------------------------------------------
 
 
@@ -101,15 +113,7 @@ def test_services_wait_for_their_turn_and_a_down_meanwhile_calls_them_off(home: 
     """All four interpreters start at once (their imports overlap), but a service does nothing
     the box can see (config, lock, socket, log line) until the one before it is ready."""
     init_home(home)
-    command = [sys.executable, "-m", "bxctl", "--home", str(home), "up"]
-    starting = subprocess.Popen(
-        [*command, "--service", DAWDLER, "--service", "memoryd"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env(),
-        cwd=REPO,
-    )
+    starting = background(home, "up", "--service", DAWDLER, "--service", "memoryd")
     try:
 
         def held() -> bool:
@@ -358,15 +362,7 @@ def test_the_next_up_stops_what_a_killed_supervisor_left_running(home: Path) -> 
 
 
 def test_up_in_the_foreground_serves_until_sigterm(home: Path) -> None:
-    command = ["up", "--foreground", "--service", "memoryd"]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "bxctl", "--home", str(home), *command],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env(),
-        cwd=REPO,
-    )
+    process = background(home, "up", "--foreground", "--service", "memoryd")
     try:
         assert process.stdout is not None
         lines = []
