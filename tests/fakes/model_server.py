@@ -48,14 +48,15 @@ CallLike = Call | tuple[str, object] | tuple[str, object, str | None]
 class Answer:
     """`finish`: the finish_reason (openai) or stop_reason (anthropic) to send instead of the
     usual one (`"length"`, `"max_tokens"`: a cut-off answer). `usage`: the tokens (read,
-    written) it says it cost, None to say nothing; a stream says it as each server does (openai:
-    only when asked by `stream_options`)."""
+    written) it says it cost, None (the default: a test that counts tokens says them) to say
+    nothing; a stream says it as each server does (openai: only when asked by
+    `stream_options`)."""
 
     text: str = ""
     tool_calls: tuple[Call, ...] = ()
     delay_s: float = 0.0
     finish: str | None = None
-    usage: tuple[int, int] | None = (1, 1)
+    usage: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -192,11 +193,12 @@ class FakeModel:
         *,
         delay_s: float = 0.0,
         finish: str | None = None,
-        usage: tuple[int, int] | None = (1, 1),
+        usage: tuple[int, int] | None = None,
     ) -> None:
         """Queue an answer: text, tool calls (`("read_file", '{"path":"/a"}')`, a third item
         for the id, None for none), or both; `finish` for another finish or stop reason;
-        `usage` for the tokens (read, written) it says it cost (None: it says nothing)."""
+        `usage` for the tokens (read, written) it says it cost (None: it says nothing, as many
+        local servers do)."""
         calls = tuple(_call(call) for call in tool_calls)
         self._push(Answer(text, calls, delay_s, finish, usage))
 
