@@ -49,6 +49,7 @@ class LoopConfig:
     max_steps: int = default("loop", "max_steps")
     max_depth: int = default("loop", "max_depth")
     max_calls_per_reply: int = default("loop", "max_calls_per_reply")
+    max_tokens_per_day: int = default("loop", "max_tokens_per_day")
     system_prompt: str = default("loop", "system_prompt")
     subagent_prompt: str = default("loop", "subagent_prompt")
 

@@ -304,6 +304,10 @@ KEYS: tuple[Key, ...] = (
         "Most levels of sub-agents; 0 turns spawning off."),
     Key("loop", "max_calls_per_reply", Kind.INTEGER, 32, int_between(1, 1000),
         "Most tool calls run from one model answer; the model reads why the rest did not run."),
+    Key("loop", "max_tokens_per_day", Kind.INTEGER, 0, int_between(0, 10**12),
+        "Most tokens the box's model answers may cost in a day (the machine's local day, "
+        "summed from the servers' usage figures); once reached, new turns are refused until "
+        "midnight and the turn that reached it stops after its answer. 0: no cap."),
     Key("loop", "system_prompt", Kind.STRING, SYSTEM_PROMPT, text(65_536),
         "The system prompt of every session."),
     Key("loop", "subagent_prompt", Kind.STRING, SUBAGENT_PROMPT, text(65_536),

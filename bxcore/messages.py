@@ -102,6 +102,7 @@ class EndReason(enum.StrEnum):
     MAX_STEPS = "max_steps"
     ERROR = "error"
     CANCELLED = "cancelled"  # the owner stopped the turn (`cancel`, §12.2)
+    BUDGET = "budget"  # its token budget, or the box's for the day, is spent (§19)
 
 
 # --- common (§3.4) -------------------------------------------------------------------------
@@ -540,10 +541,14 @@ class SessionsQuery:
 
 @dataclass(frozen=True, slots=True)
 class SessionInfo:
+    """`tokens`: what the session's model answers cost in all, as their servers said (absent
+    when none said; issue 16)."""
+
     session: Session
     turns: Count
     busy: bool
     updated: Short
+    tokens: Count | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -612,8 +617,12 @@ class ToolPending:
 
 @dataclass(frozen=True, slots=True)
 class TurnEnd:
+    """`tokens`: what the turn's model answers cost, as their servers said (absent when none
+    said, and in histories from before issue 16)."""
+
     TAG: ClassVar[str] = "turn_end"
     reason: EndReason
+    tokens: Count | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -653,6 +662,26 @@ class History:
     session: Session
     events: tuple[TurnEvent, ...]
     more: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TokensQuery:
+    """The box's tokens today (§19)."""
+
+    TYPE: ClassVar[str] = "tokens_query"
+    id: RequestId
+
+
+@dataclass(frozen=True, slots=True)
+class Tokens:
+    """The tokens the box's model answers cost on `day` (the machine's local day, `2026-12-01`)
+    so far, and `[loop] max_tokens_per_day` (0: no cap)."""
+
+    TYPE: ClassVar[str] = "tokens"
+    id: RequestId
+    day: Short
+    tokens: Count
+    max_per_day: Count
 
 
 # --- the supervisor socket (§13) -----------------------------------------------------------

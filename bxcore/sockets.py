@@ -43,6 +43,8 @@ from bxcore.messages import (
     SupervisorRestart,
     SupervisorStatus,
     SupervisorStop,
+    Tokens,
+    TokensQuery,
     ToolRequest,
     ToolResponse,
     Tools,
@@ -81,8 +83,8 @@ AdminAnswer = (
 )
 
 # loopd's `loop` socket: owner messages, stopping a turn and the sessions' histories (§10).
-LoopRequest = OwnerMessage | SessionsQuery | HistoryQuery | Cancel
-LoopAnswer = Accepted | SessionList | History | Cancelled | Error
+LoopRequest = OwnerMessage | SessionsQuery | HistoryQuery | Cancel | TokensQuery
+LoopAnswer = Accepted | SessionList | History | Cancelled | Tokens | Error
 
 # memoryd's `memory` socket: brokerd's memory calls (§11).
 MemoryRequest = ToolRequest | NotesQuery

@@ -36,7 +36,7 @@ from bxcore.messages import (
     SupervisorStop,
 )
 from bxcore.visible import visible
-from bxctl import mcp_cmds, model_reach, pidfile
+from bxctl import mcp_cmds, model_reach, pidfile, tokens_view
 from bxctl.box_view import (
     UNSANDBOXED,
     LedgerView,
@@ -336,7 +336,8 @@ def status(
     ctx: typer.Context,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")] = False,
 ) -> None:
-    """Each service: state, pid, uptime, restarts, memory and CPU; the ledger's state; and
+    """Each service: state, pid, uptime, restarts, memory and CPU; the ledger's state; the
+    tokens spent today (and the day's cap); and
     what about the home is less safe than it should be. Exit 3 unless all run and the
     ledger is ok."""
     home = _home(ctx)
@@ -355,6 +356,7 @@ def status(
     unsandboxed = report.sandbox == "none"
     ledger = _ledger(home, report)
     mcp = mcp_cmds.server_rows(home) if _has_mcp(home) else []
+    tokens = tokens_view.today(home, report.services)
     if as_json:
         print_json(
             {
@@ -367,6 +369,7 @@ def status(
                 "console": report.console,
                 "services": services,
                 "ledger": None if ledger is None else ledger.json(),
+                "tokens": tokens_view.tokens_json(tokens),
                 "warnings": warnings,
             }
         )
@@ -376,6 +379,9 @@ def status(
             say(UNSANDBOXED, style="red")
         status_table(services)
         show_ledger(ledger)
+        if tokens is not None:
+            text, style = tokens_view.tokens_line(tokens)
+            say(text, style=style)
         for row in mcp:
             if row["flagged"]:
                 changed = ", ".join([*row["changed"], *row["new"]])

@@ -1,5 +1,5 @@
 """`bxctl session list | show` and `bxctl explain` (SPEC §13): the sessions, each with its
-label and history, and what brokerd would decide for a call now and why.
+label, history and tokens (§19), and what brokerd would decide for a call now and why.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from bxcore.messages import (
     TurnEvent,
 )
 from bxcore.visible import visible
+from bxctl import tokens_view
 from bxctl.connect import ask
 from bxctl.output import fail, print_json, say, table
 
@@ -68,7 +69,7 @@ def list_(ctx: typer.Context, as_json: JsonOption = False) -> None:
         print_json(
             [
                 {"session": s.session, "turns": s.turns, "busy": s.busy, "updated": s.updated,
-                 "class": label.class_.value, "untrusted": label.untrusted}
+                 "tokens": s.tokens, "class": label.class_.value, "untrusted": label.untrusted}
                 for s, label in rows
             ]
         )  # fmt: skip
@@ -77,8 +78,9 @@ def list_(ctx: typer.Context, as_json: JsonOption = False) -> None:
         say("no sessions yet; start one with `bxctl chat`")
         return
     table(
-        ["SESSION", "TURNS", "STATE", "LABEL", "UPDATED"],
-        [[s.session, s.turns, "busy" if s.busy else "idle", label_text(label), s.updated]
+        ["SESSION", "TURNS", "STATE", "LABEL", "TOKENS", "UPDATED"],
+        [[s.session, s.turns, "busy" if s.busy else "idle", label_text(label),
+          "-" if s.tokens is None else f"{s.tokens:,}", s.updated]
          for s, label in rows],
     )  # fmt: skip
 
@@ -89,7 +91,7 @@ def show(
     session: Annotated[str, typer.Argument(metavar="ID")],
     as_json: JsonOption = False,
 ) -> None:
-    """A session's label and its whole history."""
+    """A session's label, its whole history, and its tokens per turn and in all."""
     home: Home = ctx.obj.home
     label = _label(home, session)
     events: list[TurnEvent] = []
@@ -102,11 +104,14 @@ def show(
         if not answer.more or not answer.events:
             break
         after = answer.events[-1].seq
+    turns = tokens_view.per_turn(events)
     if as_json:
         print_json(
             {
                 "session": session,
                 "label": {"class": label.class_.value, "untrusted": label.untrusted},
+                "tokens": sum(turns.values()) if turns else None,
+                "turn_tokens": {str(turn): tokens for turn, tokens in sorted(turns.items())},
                 "events": [wire.dump_json(_event_fields(e)) for e in events],
             }
         )
@@ -114,6 +119,9 @@ def show(
     say(f"{visible(session)}: {label_text(label)}, {len(events)} events")
     for event in events:
         say(visible(event_text(event)))
+    line = tokens_view.session_line(events)
+    if line is not None:
+        say(line)
 
 
 def explain(

@@ -21,7 +21,9 @@ from services.loopd.model import (
     Reply,
     ToolCall,
     ToolResult,
+    Usage,
     User,
+    count_of,
     finish_of,
 )
 from services.loopd.replies import clean, tool_calls
@@ -112,6 +114,23 @@ def arguments_text(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+#: What the Messages API counts as read: the prompt's uncached part, and what it wrote to or
+#: read from its cache (each is read, and each is billed).
+INPUT_COUNTS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+
+
+def usage_of(fields: object, known: Usage | None = None) -> Usage | None:
+    """The figures of a `usage` object, over those `known` from earlier events of a stream
+    (`message_start`'s, then `message_delta`'s running totals); None when none are given."""
+    read, written = count_of(fields, *INPUT_COUNTS), count_of(fields, "output_tokens")
+    if read is None and written is None:
+        return known
+    known = known or Usage()
+    return Usage(
+        known.input if read is None else read, known.output if written is None else written
+    )
+
+
 # -- the answer -----------------------------------------------------------------------------
 
 
@@ -144,7 +163,10 @@ def reply_of(body: Any, messages: Sequence[Message]) -> Reply:
     reason = body.get("stop_reason")
     if reason is not None and not isinstance(reason, str):
         raise invalid("`stop_reason` is not a string")
-    return Reply(clean("".join(text)), tool_calls(found, messages), finish_of(reason), reason or "")
+    calls = tool_calls(found, messages)
+    return Reply(
+        clean("".join(text)), calls, finish_of(reason), reason or "", usage_of(body.get("usage"))
+    )
 
 
 # -- streaming ------------------------------------------------------------------------------
@@ -163,11 +185,13 @@ class _Block:
 class StreamedReply:
     """A streamed answer put together from its events: `content_block_start` and
     `content_block_delta` make the blocks, `message_delta` says the `stop_reason`, and
-    `message_stop` ends it. Pure. An answer is complete at `message_stop` or a stop reason."""
+    `message_stop` ends it. Pure. An answer is complete at `message_stop` or a stop reason.
+    The usage figures: `message_start`'s, updated by each `message_delta`'s."""
 
     blocks: dict[int, _Block] = field(default_factory=dict)
     stop_reason: str | None = None
     done: bool = False  # `message_stop` came
+    usage: Usage | None = None
 
     def take(self, data: str) -> bool:
         """Read one event's data; True once it was `message_stop` (nothing more is read)."""
@@ -180,7 +204,13 @@ class StreamedReply:
         if kind == "message_stop":
             self.done = True
             return True
+        if kind == "message_start":
+            message = event.get("message")
+            if isinstance(message, dict):
+                self.usage = usage_of(message.get("usage"), self.usage)
+            return False
         if kind == "message_delta":
+            self.usage = usage_of(event.get("usage"), self.usage)
             delta = event.get("delta")
             reason = delta.get("stop_reason") if isinstance(delta, dict) else None
             if reason is not None:
@@ -218,9 +248,8 @@ class StreamedReply:
                     raise invalid("a streamed `tool_use` block has no name")
                 found.append((block.id, block.name, _streamed_arguments(block)))
         reason = self.stop_reason
-        return Reply(
-            clean("".join(text)), tool_calls(found, messages), finish_of(reason), reason or ""
-        )
+        calls = tool_calls(found, messages)
+        return Reply(clean("".join(text)), calls, finish_of(reason), reason or "", self.usage)
 
 
 def reply_of_events(events: Iterable[SseEvent], messages: Sequence[Message]) -> Reply:

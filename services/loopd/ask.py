@@ -1,12 +1,14 @@
 """Asking the model for a step's answer (SPEC §10.1): a tool call the token limit cut off is
 never given back as if whole. Such an answer is asked for once more with `[model]
 retry_max_tokens` when the owner set it; else, or when that one is cut off too, the step fails
-with a `ModelError` naming the limit and the key to raise. No I/O of its own: the model does it.
+with a `ModelError` naming the limit and the key to raise. The answer given back counts the
+tokens of both tries. No I/O of its own: the model does it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from bxcore.config import ModelConfig
 from services.loopd.anthropic import MAX_TOKENS
@@ -26,10 +28,13 @@ async def ask_model(
         return reply
     if not config.retry_max_tokens:
         raise ModelError(cut_off_message(config, retried=False))
+    first = reply.usage
     reply = await model.complete(system, messages, tools, max_tokens=config.retry_max_tokens)
     if reply.cut_off and reply.tool_calls:
         raise ModelError(cut_off_message(config, retried=True))
-    return reply
+    if first is None or reply.usage is None:  # both answers were paid for: both are counted
+        return replace(reply, usage=reply.usage or first)
+    return replace(reply, usage=first + reply.usage)
 
 
 def cut_off_message(config: ModelConfig, *, retried: bool) -> str:

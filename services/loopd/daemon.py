@@ -5,7 +5,8 @@ An owner message is written to the session's history before it is accepted; one 
 id of the sub-agents' form (`sub-…`) is refused, writing nothing. At start, loopd reads every
 history once, keeping a summary of each, and resumes the turns a crash cut off (§10.6); a
 history stays loaded only while used or recently used (`sessions.py`). A `cancel` stops the
-session's running turn (`turn.py`) and is answered once that turn has written its end. It never
+session's running turn (`turn.py`) and is answered once that turn has written its end.
+`tokens_query` gives the day's tokens (`usage.py`, counted from the histories). It never
 writes `{home}/state/`; it cannot approve, and its only peer with power is brokerd's broker
 socket.
 """
@@ -20,6 +21,7 @@ from anyio.abc import TaskGroup
 
 from bxcore.bounded import Bounded
 from bxcore.client import Client
+from bxcore.clock import local_zone
 from bxcore.daemon import Context
 from bxcore.events import Publisher
 from bxcore.ids import SUB_AGENT_PREFIX, kept_for_sub_agents
@@ -36,6 +38,8 @@ from bxcore.messages import (
     SessionInfo,
     SessionList,
     SessionsQuery,
+    Tokens,
+    TokensQuery,
 )
 from bxcore.once import Once
 from bxcore.router import Router
@@ -47,6 +51,7 @@ from services.loopd.model import Model
 from services.loopd.providers import make_model
 from services.loopd.sessions import Sessions
 from services.loopd.turn import Turns
+from services.loopd.usage import Meter, Tally
 
 log = logging.getLogger("loopd")
 
@@ -64,7 +69,9 @@ class Loop:
         self._ctx = ctx
         self._publisher = publisher
         self._tasks = tasks
-        self.sessions = Sessions(ctx.home)
+        tally = Tally(local_zone(os.environ))  # the machine's day, as the owner lives it
+        self.sessions = Sessions(ctx.home, tally=tally)
+        self.meter = Meter(tally, ctx.config.loop.max_tokens_per_day)
         self._busy: set[str] = set()
         # (request id, session) -> its answer: a retried owner message never runs a second turn
         self._accepted: Once[tuple[str, str], Accepted] = Once(Bounded(REMEMBERED))
@@ -76,6 +83,7 @@ class Loop:
             Route(SessionsQuery, self.sessions_query),
             Route(HistoryQuery, self.history_query),
             Route(Cancel, self.cancel),
+            Route(TokensQuery, self.tokens_query),
         )
         broker = ctx.endpoint("broker")
         self.turns = Turns(
@@ -85,6 +93,7 @@ class Loop:
             self.sessions.held,
             publisher.publish,
             self.sessions.exists,
+            meter=self.meter,
         )
 
     def __repr__(self) -> str:
@@ -133,7 +142,12 @@ class Loop:
 
     def _info(self, name: str) -> SessionInfo:
         summary = self.sessions.summary(name)
-        return SessionInfo(name, summary.turns, name in self._busy, summary.updated)
+        busy = name in self._busy
+        return SessionInfo(name, summary.turns, busy, summary.updated, summary.tokens)
+
+    async def tokens_query(self, message: TokensQuery) -> Tokens:
+        day, spent = self.meter.today()
+        return Tokens(message.id, day, spent, self.meter.cap)
 
     async def history_query(self, message: HistoryQuery) -> History:
         """A page read from the file (asking creates no session)."""

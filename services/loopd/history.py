@@ -3,7 +3,8 @@ appended and fsynced before anything that depends on it.
 
 Two sorts of line: `turn_event` (what the owner sees, §10.4) and loopd's own transcript
 records (`model_reply`, `tool_result`, `spawned`), which hold what the model said and read,
-so that a restart can rebuild the conversation and resume a turn that was cut off. Without
+so that a restart can rebuild the conversation and resume a turn that was cut off, and what
+each answer cost (`Spent`: the figures of a turn, a session and a day, issue 16). Without
 loading a file whole, it also reads its outline (for loopd's start) and its events (for a
 history page). loopd is the only writer of `{home}/sessions/`.
 
@@ -52,11 +53,29 @@ class Call:
 
 
 @dataclass(frozen=True, slots=True)
+class Spent:
+    """What one model answer cost, as its server said: tokens read and written, and when
+    (UTC RFC 3339, `bxcore.clock`), which says the day it counts on."""
+
+    input: int
+    output: int
+    at: str
+
+    @property
+    def tokens(self) -> int:
+        return self.input + self.output
+
+
+@dataclass(frozen=True, slots=True)
 class ModelReply:
+    """An answer of the model; `usage` absent when its server said nothing of its cost (and
+    in histories from before issue 16)."""
+
     TYPE: ClassVar[str] = "model_reply"
     turn: int
     text: str
     calls: tuple[Call, ...]
+    usage: Spent | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +137,12 @@ _KNOWN = b"|".join(re.escape(prefix) for prefix in _OTHER_LINES)
 _STRANGE_LINE = re.compile(rb"\n(?!" + _KNOWN + rb"|\n|\Z)")  # not empty, not loopd's
 _SPAWNED_LINE = re.compile(rb'\n(\{"type":"spawned",[^\n]*)')
 _SEQ = re.compile(rb'\{"type":"turn_event","session":"[^"\n]*","turn":[0-9]+,"seq":([0-9]+),')
+# The figures that end a model_reply line: text in a JSON string has every `"` escaped, so
+# `,"usage":{` with a bare quote before it is the record's own field, never the model's text.
+_USAGE = re.compile(
+    rb'\n\{"type":"model_reply",[^\n]*,"usage":\{"input":([0-9]+),"output":([0-9]+),'
+    rb'"at":"([^"\\\n]*)"\}\}(?=\n)'
+)
 _TURN_MARK = re.compile(  # the start of an owner message's or a turn end's line
     rb'\n\{"type":"turn_event","session":"[^"\n]*","turn":([0-9]+),"seq":[0-9]+,'
     rb'"event":\{"kind":"(owner_message|turn_end)"'
@@ -127,12 +152,19 @@ _TURN_MARK = re.compile(  # the start of an owner message's or a turn end's line
 @dataclass(frozen=True, slots=True)
 class Outline:
     """What loopd's start needs of a history: the newest turn, the oldest turn not ended (0:
-    none), the sub-agents it spawned, and when the file was last written."""
+    none), the sub-agents it spawned, when the file was last written, and what each model
+    answer cost (`at` and tokens, read once for the day's tally, not kept)."""
 
     turns: int
     unfinished: int
     children: tuple[str, ...]
     updated: str
+    spent: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def tokens(self) -> int | None:
+        """The session's tokens in all; None when no answer said its cost."""
+        return sum(n for _, n in self.spent) if self.spent else None
 
 
 def outline(session: str, path: Path) -> Outline:
@@ -165,8 +197,9 @@ def outline(session: str, path: Path) -> Outline:
             children.append(record.child)
     if not whole:
         return SessionLog.load(session, path).outline()
+    spent = tuple((m[3].decode(), int(m[1]) + int(m[2])) for m in _USAGE.finditer(text))
     open_turns = min(said - ended, default=0)
-    return Outline(max(said, default=0), open_turns, tuple(children), rfc3339(written))
+    return Outline(max(said, default=0), open_turns, tuple(children), rfc3339(written), spent)
 
 
 def read_events(path: Path, after: int = 0) -> Generator[tuple[TurnEvent, int], None, None]:
@@ -206,6 +239,7 @@ class _Turn:
     calls_shown: int = 0  # tool_called events since the last reply
     text_shown: bool = False  # an assistant_text event since the last reply
     error: str | None = None  # the last error event's message
+    tokens: int | None = None  # what its answers cost (None: no server said)
     failed: bool = False  # the last turn_end's reason is `error`
     stopped: bool = False  # the last turn_end's reason is `cancelled`: the owner stopped it
 
@@ -225,6 +259,7 @@ class SessionLog:
     spawns: dict[str, str] = field(default_factory=dict)  # call id -> child session
     updated: str = ""  # when the file was last written
     size: int = 0  # the file's length in bytes
+    spent: list[tuple[str, int]] = field(default_factory=list)  # each answer's (at, tokens)
     _turns: dict[int, _Turn] = field(default_factory=dict, init=False)
     _calls: dict[str, Call] = field(default_factory=dict, init=False)  # every call, by our id
 
@@ -291,6 +326,9 @@ class SessionLog:
             turn.reply = record  # what follows is counted from here
             turn.answered, turn.calls_shown, turn.text_shown = set(), 0, False
             self._calls.update((call.id, call) for call in record.calls)
+            if record.usage is not None:
+                turn.tokens = (turn.tokens or 0) + record.usage.tokens
+                self.spent.append((record.usage.at, record.usage.tokens))
             calls = tuple(ToolCall(c.model_id, c.name, c.arguments) for c in record.calls)
             turn.messages.append(Assistant(record.text, calls))
         elif isinstance(record, ToolResultRecord):
@@ -330,9 +368,9 @@ class SessionLog:
 
     def outline(self) -> Outline:
         """What `outline` reads of the file, from what is loaded."""
-        return Outline(
-            self.turns, min(self.unfinished(), default=0), tuple(self.spawns.values()), self.updated
-        )
+        first = min(self.unfinished(), default=0)
+        children = tuple(self.spawns.values())
+        return Outline(self.turns, first, children, self.updated, tuple(self.spent))
 
     def unfinished(self) -> list[int]:
         """Turns started by the owner and not yet ended, oldest first."""
@@ -370,6 +408,15 @@ class SessionLog:
         if found.reply is None or found.reply.calls:
             return None
         return found.reply.text, found.text_shown
+
+    @property
+    def tokens(self) -> int | None:
+        """The session's tokens in all; None when no answer said its cost."""
+        return sum(n for _, n in self.spent) if self.spent else None
+
+    def turn_tokens(self, turn: int) -> int | None:
+        """What `turn`'s answers cost; None when none said."""
+        return self._turn(turn).tokens
 
     def steps(self, turn: int) -> int:
         """How many times the model has answered in `turn`."""

@@ -73,16 +73,45 @@ def finish_of(reason: object) -> Finish:
 
 
 @dataclass(frozen=True, slots=True)
+class Usage:
+    """The tokens one answer cost, as its server counted them: `input` read (the prompt, its
+    cached part included) and `output` written."""
+
+    input: int = 0
+    output: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.input + self.output
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(self.input + other.input, self.output + other.output)
+
+
+def count_of(fields: object, *names: str) -> int | None:
+    """The sum of the counts `fields` (a server's `usage` object) gives under `names`; None when
+    it gives none. Lenient: a count that is not a whole number of 0 or more is not one, and a
+    `usage` that is not an object gives none (a turn never fails for its figures)."""
+    if not isinstance(fields, dict):
+        return None
+    counts = [fields.get(name) for name in names]
+    found = [n for n in counts if isinstance(n, int) and not isinstance(n, bool) and n >= 0]
+    return sum(found) if found else None
+
+
+@dataclass(frozen=True, slots=True)
 class Reply:
     """The model's answer. `finish` says why it stopped and `finish_reason` is the server's
     own word for it ("" when it gave none; not compared: two replies that mean the same are
     equal); a reply cut off by the token limit (`cut_off`) may hold a tool call whose
-    arguments end half way."""
+    arguments end half way. `usage`: what it cost, None when the server did not say (not
+    compared either)."""
 
     text: str
     tool_calls: tuple[ToolCall, ...] = ()
     finish: Finish = Finish.DONE
     finish_reason: str = field(default="", compare=False)
+    usage: Usage | None = field(default=None, compare=False)
 
     @property
     def cut_off(self) -> bool:

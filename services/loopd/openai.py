@@ -9,6 +9,7 @@ calls) and strictly everywhere else. The answer is only read, never acted on.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,15 +19,20 @@ from services.loopd.http_provider import HttpProvider
 from services.loopd.model import (
     Assistant,
     Message,
+    ModelError,
     Offer,
     Reply,
     ToolResult,
+    Usage,
     User,
+    count_of,
     finish_of,
 )
 from services.loopd.replies import clean, tool_calls
 from services.loopd.schemas import offer_schema
 from services.loopd.sse import SseEvent
+
+log = logging.getLogger("loopd")
 
 
 def tool_list(specs: Sequence[Offer]) -> list[dict[str, Any]]:
@@ -78,15 +84,39 @@ def request_body(
     *,
     stream: bool = False,
     max_tokens: int = 0,
+    stream_usage: bool = True,
 ) -> dict[str, Any]:
-    """The request; `max_tokens` 0 sends none (the server's own default)."""
+    """The request; `max_tokens` 0 sends none (the server's own default). A streamed one asks
+    for the usage figures in a last chunk (`stream_options`) unless `stream_usage` is False."""
     body: dict[str, Any] = {"model": model, "messages": chat_messages(system, messages)}
     if tools:  # OpenAI refuses an empty list
         body["tools"] = tool_list(tools)
     if max_tokens:
         body["max_tokens"] = max_tokens
     body["stream"] = stream
+    if stream and stream_usage:
+        body["stream_options"] = {"include_usage": True}
     return body
+
+
+def refuses_stream_options(error: ModelError) -> bool:
+    """True for a server's refusal of the request that names `stream_options` (servers that
+    check their fields strictly and predate it): asked again without it, usage goes unsaid."""
+    said = str(error)
+    return "refused the request" in said and "stream_options" in said
+
+
+def usage_of(answer: dict[str, Any]) -> Usage | None:
+    """The figures of a whole answer or of a chunk: `usage` (`prompt_tokens`,
+    `completion_tokens`), or Groq's `x_groq.usage`; None when it gives none."""
+    fields = answer.get("usage")
+    groq = answer.get("x_groq")
+    if fields is None and isinstance(groq, dict):
+        fields = groq.get("usage")
+    read, written = count_of(fields, "prompt_tokens"), count_of(fields, "completion_tokens")
+    if read is None and written is None:
+        return None
+    return Usage(read or 0, written or 0)
 
 
 # -- the answer -----------------------------------------------------------------------------
@@ -106,10 +136,13 @@ def reply_of(body: Any, messages: Sequence[Message]) -> Reply:
     if not isinstance(message, dict):
         raise invalid("`choices[0].message` is not an object")
     reason = first.get("finish_reason") if isinstance(first, dict) else None
-    return reply_of_message({**message, "finish_reason": reason}, messages, "choices[0].message")
+    said = {**message, "finish_reason": reason}
+    return reply_of_message(said, messages, "choices[0].message", usage_of(body))
 
 
-def reply_of_message(message: dict[str, Any], messages: Sequence[Message], where: str) -> Reply:
+def reply_of_message(
+    message: dict[str, Any], messages: Sequence[Message], where: str, usage: Usage | None = None
+) -> Reply:
     """The Reply of an assistant message, with the `finish_reason` of its choice added."""
     reason = message.get("finish_reason")
     if reason is not None and not isinstance(reason, str):
@@ -130,7 +163,8 @@ def reply_of_message(message: dict[str, Any], messages: Sequence[Message], where
         if not isinstance(name, str):
             raise invalid(f"`{at}.function.name` is not a string")
         found.append((call.get("id"), name, arguments_text(function.get("arguments"))))
-    return Reply(clean(text), tool_calls(found, messages), finish_of(reason), reason or "")
+    calls = tool_calls(found, messages)
+    return Reply(clean(text), calls, finish_of(reason), reason or "", usage)
 
 
 def arguments_text(value: object) -> str:
@@ -184,12 +218,15 @@ class StreamedReply:
     an id sent only first, then `""` or none (DashScope); several calls under one `index`
     told apart by their ids (Ollama, some proxies); pieces with neither (Gemini), which
     continue the call opened last. The answer is complete at `[DONE]` or a `finish_reason`.
+    The usage figures come in the last chunk (with `choices: []`, or with the finish reason),
+    when the server sends them at all.
     """
 
     text: list[str] = field(default_factory=list)
     calls: list[_Partial] = field(default_factory=list)
     finish_reason: str | None = None
     done: bool = False  # `[DONE]` came
+    usage: Usage | None = None
 
     def take(self, data: str) -> bool:
         """Read one event's data; True once it was `[DONE]` (nothing more is read)."""
@@ -201,6 +238,7 @@ class StreamedReply:
             raise invalid("a streamed chunk is not a JSON object")
         if "error" in chunk:
             raise answered_error(chunk)
+        self.usage = usage_of(chunk) or self.usage
         choices = chunk.get("choices")
         if not choices:  # a usage chunk, say
             return False
@@ -240,7 +278,7 @@ class StreamedReply:
             ],
             "finish_reason": self.finish_reason,
         }
-        return reply_of_message(message, messages, "the streamed message")
+        return reply_of_message(message, messages, "the streamed message", self.usage)
 
     def _add_calls(self, deltas: object) -> None:
         if deltas is None:
@@ -309,7 +347,27 @@ async def read_stream(answer: Body, messages: Sequence[Message]) -> Reply:
 
 
 class OpenAIModel(HttpProvider):
-    """A chat-completions server."""
+    """A chat-completions server. A streamed request asks for usage figures until the server
+    refuses the request for it; then it is asked again without, and never again."""
+
+    _stream_usage = True
+
+    async def complete(
+        self,
+        system: str,
+        messages: Sequence[Message],
+        tools: Sequence[Offer],
+        *,
+        max_tokens: int | None = None,
+    ) -> Reply:
+        try:
+            return await super().complete(system, messages, tools, max_tokens=max_tokens)
+        except ModelError as error:
+            if not (self.config.stream and self._stream_usage and refuses_stream_options(error)):
+                raise
+        log.warning("the model server refuses stream_options: its streamed answers go uncounted")
+        self._stream_usage = False
+        return await super().complete(system, messages, tools, max_tokens=max_tokens)
 
     def _url(self, base_url: str) -> str:
         return f"{base_url}/chat/completions"
@@ -325,8 +383,10 @@ class OpenAIModel(HttpProvider):
         stream: bool,
         max_tokens: int,
     ) -> dict[str, Any]:
-        model = self.config.model
-        return request_body(model, system, messages, tools, stream=stream, max_tokens=max_tokens)
+        model, usage = self.config.model, self._stream_usage
+        return request_body(
+            model, system, messages, tools, stream=stream, max_tokens=max_tokens, stream_usage=usage
+        )
 
     def _whole(self, body: Any, messages: Sequence[Message]) -> Reply:
         return reply_of(body, messages)

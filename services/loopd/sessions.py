@@ -1,7 +1,8 @@
 """Every session loopd knows (SPEC §10, issue 10): a summary of each (its turns, when it was
-last written) for the session list, and a bounded cache of loaded histories, each loaded when
-a turn or a new owner message needs it and let go once idle. History pages are read from the
-files. What it holds does not grow with the histories, only with the number of sessions.
+last written, its tokens) for the session list, and a bounded cache of loaded histories, each
+loaded when a turn or a new owner message needs it and let go once idle. History pages are read
+from the files. What it holds does not grow with the histories, only with the number of
+sessions. Its scan at start gives the day's tally (`usage.Tally`) every answer's cost.
 """
 
 from __future__ import annotations
@@ -10,11 +11,13 @@ import contextlib
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from bxcore.clock import parse_rfc3339
 from bxcore.home import Home
 from bxcore.ids import valid_session
 from bxcore.messages import TurnEvent
 from services.loopd.cache import Cache
 from services.loopd.history import SessionLog, outline, read_events
+from services.loopd.usage import Tally
 
 # Measured with tracemalloc on histories of 0 to 100 tool calls: a loaded history takes 1.4 to
 # 2.7 times its file's size in memory, so the idle histories kept (2 MiB of files at most) take
@@ -28,6 +31,7 @@ class Summary(NamedTuple):
 
     turns: int
     updated: str
+    tokens: int | None = None  # what its answers cost (None: no server said)
 
 
 class Sessions:
@@ -35,9 +39,15 @@ class Sessions:
     holds its session (`hold`/`release`, or `held`) so that no one loads a second copy."""
 
     def __init__(
-        self, home: Home, *, max_loaded: int = MAX_LOADED, max_bytes: int = MAX_LOADED_BYTES
+        self,
+        home: Home,
+        *,
+        max_loaded: int = MAX_LOADED,
+        max_bytes: int = MAX_LOADED_BYTES,
+        tally: Tally | None = None,
     ) -> None:
         self._home = home
+        self._tally = tally  # what `scan` finds spent is added to it
         self._summaries: dict[str, Summary] = {}  # stale while loaded: the log is the truth
         self._loaded: Cache[SessionLog] = Cache(max_loaded, max_bytes)
 
@@ -47,7 +57,7 @@ class Sessions:
     def scan(self) -> list[tuple[str, int]]:
         """Summarise every history on disk from its outline, keeping none loaded; the sessions
         with a turn a crash cut off, and that turn, except sub-agents (their parent resumes
-        them)."""
+        them). Each answer's cost is added to the tally."""
         folder = self._home.sessions
         names = sorted(p.stem for p in folder.glob("*.jsonl")) if folder.exists() else []
         unfinished: list[tuple[str, int]] = []
@@ -56,11 +66,21 @@ class Sessions:
             if not valid_session(name) or name in self._loaded:
                 continue
             found = outline(name, self._home.session_history(name))
-            self._summaries[name] = Summary(found.turns, found.updated)
+            self._summaries[name] = Summary(found.turns, found.updated, found.tokens)
+            if self._tally is not None:
+                self._count(self._tally, found.spent)
             children.update(found.children)
             if found.unfinished:
                 unfinished.append((name, found.unfinished))
         return [(name, turn) for name, turn in unfinished if name not in children]
+
+    @staticmethod
+    def _count(tally: Tally, spent: tuple[tuple[str, int], ...]) -> None:
+        for at, tokens in spent:
+            try:
+                tally.add(parse_rfc3339(at), tokens)
+            except ValueError:  # not a time loopd wrote: counted on no day
+                continue
 
     def names(self) -> list[str]:
         return sorted(self._summaries.keys() | set(self._loaded))
@@ -68,7 +88,7 @@ class Sessions:
     def summary(self, name: str) -> Summary:
         loaded = self._loaded.peek(name)
         if loaded is not None:
-            return Summary(loaded.turns, loaded.updated)
+            return Summary(loaded.turns, loaded.updated, loaded.tokens)
         return self._summaries[name]
 
     def exists(self, name: str) -> bool:
@@ -125,4 +145,4 @@ class Sessions:
 
     def _let_go(self, gone: list[SessionLog]) -> None:
         for each in gone:
-            self._summaries[each.session] = Summary(each.turns, each.updated)
+            self._summaries[each.session] = Summary(each.turns, each.updated, each.tokens)

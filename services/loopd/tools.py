@@ -4,11 +4,13 @@
 `error` is `Error: …`; `pending` is nothing yet; a call past `max_calls_per_reply` in one
 answer is `too_many_calls`; a call whose turn the owner stopped is `CANCELLED_RESULT`. The
 owner's views get the output too, cut shorter (`shown_output`). Success is the `ok` of a
-`CallResult`, never read back from its text. Pure: no I/O.
+`CallResult`, never read back from its text. Also: the owner's line for too many calls
+(`too_many_calls_said`) and a spawn's task (`task_of`). Pure: no I/O.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from bxcore.deny import DenyReason, denial_text
@@ -84,3 +86,23 @@ def result_of(outcome: FinalOutcome) -> CallResult:
     if isinstance(outcome, Denied):
         return CallResult(denial_message(outcome.reason, outcome.detail), ok=False)
     return failed(outcome.message)
+
+
+def too_many_calls_said(asked: int, cap: int) -> str:
+    """The owner's `error` event for a reply with more calls than `cap` (the reason, as a
+    denial's: the model reads `too_many_calls` for each refused call)."""
+    return (
+        f"the model asked for {asked} tool calls in one answer; only the first {cap} run "
+        f"([loop] max_calls_per_reply), the other {asked - cap} were refused without brokerd"
+    )
+
+
+def task_of(arguments: str) -> str | None:
+    """The task of a `spawn` call: its arguments must be `{"task": "…"}`, nothing else."""
+    try:
+        value = json.loads(arguments)
+    except (ValueError, RecursionError):
+        return None
+    if isinstance(value, dict) and list(value) == ["task"] and isinstance(value["task"], str):
+        return value["task"]
+    return None

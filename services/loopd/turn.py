@@ -9,11 +9,15 @@ it gave last (brokerd decides every call anyway), and is not asked again for `TO
 The owner may stop a running turn (`cancel`, §12.2): its model request or its wait on brokerd
 is abandoned, every call left without a result reads `CANCELLED_RESULT`, and the turn, and
 each of its sub-agents' running turns, ends `cancelled`.
+
+Each answer's cost is recorded with it and counted in the day's tally (`usage.py`); a turn past
+its own token budget, or the one that reaches `[loop] max_tokens_per_day`, ends `budget` after
+that answer, and no turn starts once the day's cap is reached (issue 16).
 """
 
 from __future__ import annotations
 
-import json
+import datetime
 import logging
 import secrets
 import time
@@ -77,8 +81,11 @@ from services.loopd.tools import (
     failed,
     result_of,
     shown_output,
+    task_of,
     too_many_calls,
+    too_many_calls_said,
 )
+from services.loopd.usage import BUDGET_RESULT, Meter, Tally
 
 log = logging.getLogger("loopd")
 
@@ -120,6 +127,7 @@ class Turns:
         publish: Callable[[TurnEvent], None],
         has_history: Callable[[str], bool],
         clock: Callable[[], float] = time.monotonic,
+        meter: Meter | None = None,
     ) -> None:
         self.config = config
         self.model = model
@@ -131,6 +139,8 @@ class Turns:
         self._call_tries = int(longest // 10) + 4  # a retry joins the call in flight (I8)
         self._running: dict[str, Running] = {}  # session -> its turn being run now
         self._clock = clock
+        cap = config.loop.max_tokens_per_day
+        self.meter = meter if meter is not None else Meter(Tally(datetime.UTC), cap)
         self._mcp_known: list[Offer] = []  # the MCP tools brokerd offered last
         self._mcp_quiet_until = -float("inf")  # brokerd did not answer: not asked until then
 
@@ -156,9 +166,11 @@ class Turns:
     def emit(self, session: SessionLog, turn: int, event: Event) -> None:
         self._publish(session.event(turn, event))
 
-    async def run(self, session: SessionLog, turn: int) -> str:
+    async def run(self, session: SessionLog, turn: int, max_tokens: int | None = None) -> str:
         """Run (or resume) `turn` of `session` to its end; the model's last words (none when
-        the owner stopped it)."""
+        the owner stopped it). `max_tokens`: the turn's token budget (a job's), past which it
+        ends `budget` after the answer that went past it; `session.turn_tokens(turn)` says
+        what it spent."""
         running = self._running.get(session.session)
         if running is None or running.turn != turn or running.ended.is_set():
             running = self._running[session.session] = Running(turn)
@@ -167,7 +179,7 @@ class Turns:
             if running.scope.cancel_called:
                 return ""  # stopped before it began: the model is never asked
             with running.scope:
-                said = await self._run(session, turn)
+                said = await self._run(session, turn, max_tokens)
                 ran = True
                 return said
             return ""  # the owner's cancel (caught here unless a parent's was cancelled too)
@@ -183,10 +195,13 @@ class Turns:
         turn was stopped (a result that comes later is never sent to the model)."""
         for call, _ in session.open_calls(turn):
             session.append(ToolResultRecord(turn, call.id, CANCELLED_RESULT))
-        self.emit(session, turn, TurnEnd(EndReason.CANCELLED))
+        self._end(session, turn, EndReason.CANCELLED)
         log.info("%s turn %d stopped by the owner", session.session, turn)
 
-    async def _run(self, session: SessionLog, turn: int) -> str:
+    def _end(self, session: SessionLog, turn: int, reason: EndReason) -> None:
+        self.emit(session, turn, TurnEnd(reason, session.turn_tokens(turn)))
+
+    async def _run(self, session: SessionLog, turn: int, max_tokens: int | None) -> str:
         depth = depth_of(session.session)
         loop = self.config.loop
         system = loop.system_prompt if depth == 0 else loop.subagent_prompt
@@ -197,15 +212,20 @@ class Turns:
             text, shown = final
             if text and not shown:
                 self.emit(session, turn, AssistantText(cap_result(text)))
-            self.emit(session, turn, TurnEnd(EndReason.DONE))
+            self._end(session, turn, EndReason.DONE)
             return text
+        refused = self.meter.refusal() if session.steps(turn) == 0 else None
+        if refused is not None:  # a turn the day's cap keeps from starting
+            self.emit(session, turn, TurnError(short(refused)))
+            self._end(session, turn, EndReason.BUDGET)
+            return ""
         try:
             open_calls = session.open_calls(turn)
             await self._answer(session, turn, depth, open_calls, session.reply_calls(turn))
             while True:
                 step = session.steps(turn)
                 if step >= loop.max_steps:
-                    self.emit(session, turn, TurnEnd(EndReason.MAX_STEPS))
+                    self._end(session, turn, EndReason.MAX_STEPS)
                     return session.last_text(turn)
                 if tools is None:
                     tools = [*builtins, *await self._mcp_tools()]
@@ -216,15 +236,23 @@ class Turns:
                         Call(f"{turn}-{step}-{n}", c.id, c.name, c.arguments)
                         for n, c in enumerate(reply.tool_calls, 1)
                     )
-                    session.append(ModelReply(turn, reply.text, calls))
+                    spent = self.meter.spend(reply.usage)  # paid for, whether kept or not
+                    session.append(ModelReply(turn, reply.text, calls, spent))
                 except (ModelError, RecordTooLarge) as error:
                     self.emit(session, turn, TurnError(short(str(error))))
-                    self.emit(session, turn, TurnEnd(EndReason.ERROR))
+                    self._end(session, turn, EndReason.ERROR)
                     return ""
                 if reply.text:  # the owner's view is cut as the model's reads are
                     self.emit(session, turn, AssistantText(cap_result(reply.text)))
                 if not calls:
-                    self.emit(session, turn, TurnEnd(EndReason.DONE))
+                    self._end(session, turn, EndReason.DONE)
+                    return reply.text
+                over = self.meter.stop(session.turn_tokens(turn) or 0, max_tokens)
+                if over is not None:  # the answer is kept; its calls never run
+                    for call in calls:
+                        session.append(ToolResultRecord(turn, call.id, BUDGET_RESULT))
+                    self.emit(session, turn, TurnError(short(over)))
+                    self._end(session, turn, EndReason.BUDGET)
                     return reply.text
                 cap = loop.max_calls_per_reply
                 if len(calls) > cap:  # once a reply; each refused call's result says it too
@@ -232,7 +260,7 @@ class Turns:
                 await self._answer(session, turn, depth, [(c, False) for c in calls], calls)
         except BrokerGone as gone:
             self.emit(session, turn, TurnError(short(str(gone))))
-            self.emit(session, turn, TurnEnd(EndReason.ERROR))
+            self._end(session, turn, EndReason.ERROR)
             return ""
 
     async def _answer(
@@ -342,7 +370,7 @@ class Turns:
 
     async def _spawn(self, parent: SessionLog, turn: int, call: Call, depth: int) -> CallResult:
         """A sub-agent's turn; its answer reaches the parent only after `absorb` (§6.4)."""
-        task = _task_of(call.arguments)
+        task = task_of(call.arguments)
         if task is None:
             return failed('spawn takes {"task": "…"}: one string field, nothing else.')
         if depth + 1 > self.config.loop.max_depth:
@@ -391,27 +419,8 @@ class Turns:
         return None
 
 
-def too_many_calls_said(asked: int, cap: int) -> str:
-    """The owner's `error` event for a reply with more calls than `cap` (the reason, as a
-    denial's: the model reads `too_many_calls` for each refused call)."""
-    return (
-        f"the model asked for {asked} tool calls in one answer; only the first {cap} run "
-        f"([loop] max_calls_per_reply), the other {asked - cap} were refused without brokerd"
-    )
-
-
 class BrokerGone(Exception):
     """brokerd did not answer at all: the turn cannot go on."""
-
-
-def _task_of(arguments: str) -> str | None:
-    try:
-        value = json.loads(arguments)
-    except (ValueError, RecursionError):
-        return None
-    if isinstance(value, dict) and list(value) == ["task"] and isinstance(value["task"], str):
-        return value["task"]
-    return None
 
 
 def _rid() -> str:

@@ -18,7 +18,7 @@ import socket
 import time
 import tomllib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,7 @@ TIMEOUT = httpx.Timeout(10.0)
 #: Every route of SPEC §12.3 but login and logout, with a body a logged-in page could send.
 ROUTES: list[tuple[str, str, dict[str, Any] | None]] = [
     ("GET", "/api/sessions", None),
+    ("GET", "/api/tokens", None),
     ("GET", "/api/sessions/r401/history?after=0", None),
     ("POST", "/api/sessions/r401/messages", {"text": "refused 401"}),
     ("POST", "/api/sessions/r401/cancel", {}),
@@ -689,6 +690,31 @@ def test_explain_says_what_brokerd_would_decide_and_why(
     assert asked.status_code == 200 and asked.json()["verdict"] == "ask", asked.text
     error_of(owner.post("/api/explain", json={"session": "explained"}, headers=CHANGE), 400)
     assert "explained" not in {s["session"] for s in owner.get("/api/sessions").json()["sessions"]}
+
+
+def test_the_console_gives_each_turns_and_sessions_tokens_and_the_boxs_tokens_today(
+    console: Console, owner: httpx.Client
+) -> None:
+    """Issue 16: what the model's answers said they cost, from the API the page reads."""
+    before = owner.get("/api/tokens").json()
+    assert before["max_per_day"] == 0 and before["tokens"] >= 0
+    assert len(before["day"]) == 10  # 2026-12-01: the machine's local day
+    workspace = console.home / "workspace"
+    (workspace / "tokens.md").write_text("a few tokens")
+    call = console.box.model.calls(("read_file", args(path=str(workspace / "tokens.md"))))
+    console.box.model.script(
+        "count my tokens",
+        replace(call, usage=(300, 45)),
+        Answer(text="A few tokens.", usage=(400, 20)),
+    )
+    send(owner, "api-tokens", "count my tokens")
+    history = history_of_turn(owner, "api-tokens", 1)
+    assert history[-1]["event"] == {"kind": "turn_end", "reason": "done", "tokens": 765}
+    sessions = {s["session"]: s for s in owner.get("/api/sessions").json()["sessions"]}
+    assert sessions["api-tokens"]["tokens"] == 765
+    assert "tokens" not in sessions.get("api-turn", {})  # its answers said no figures
+    after = owner.get("/api/tokens").json()
+    assert after["tokens"] - before["tokens"] == 765 or after["day"] != before["day"]
 
 
 def test_a_message_starts_a_turn_whose_events_the_history_and_the_ledger_give(

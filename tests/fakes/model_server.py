@@ -47,12 +47,16 @@ CallLike = Call | tuple[str, object] | tuple[str, object, str | None]
 @dataclass(frozen=True)
 class Answer:
     """`finish`: the finish_reason (openai) or stop_reason (anthropic) to send instead of the
-    usual one (`"length"`, `"max_tokens"`: a cut-off answer)."""
+    usual one (`"length"`, `"max_tokens"`: a cut-off answer). `usage`: the tokens (read,
+    written) it says it cost, None (the default: a test that counts tokens says them) to say
+    nothing; a stream says it as each server does (openai: only when asked by
+    `stream_options`)."""
 
     text: str = ""
     tool_calls: tuple[Call, ...] = ()
     delay_s: float = 0.0
     finish: str | None = None
+    usage: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -125,6 +129,7 @@ class FakeModel:
 
     def __init__(self, *, delay_s: float = 0.0, record: bool = True) -> None:
         self.delay_s = delay_s
+        self.refuse_stream_options = False  # True: a 400 for a request with `stream_options`
         self.record = record  # False: keep no request (a benchmark making a million)
         self._lock = threading.Condition()
         self._queue: deque[Action] = deque()
@@ -188,10 +193,14 @@ class FakeModel:
         *,
         delay_s: float = 0.0,
         finish: str | None = None,
+        usage: tuple[int, int] | None = None,
     ) -> None:
         """Queue an answer: text, tool calls (`("read_file", '{"path":"/a"}')`, a third item
-        for the id, None for none), or both; `finish` for another finish or stop reason."""
-        self._push(Answer(text, tuple(_call(call) for call in tool_calls), delay_s, finish))
+        for the id, None for none), or both; `finish` for another finish or stop reason;
+        `usage` for the tokens (read, written) it says it cost (None: it says nothing, as many
+        local servers do)."""
+        calls = tuple(_call(call) for call in tool_calls)
+        self._push(Answer(text, calls, delay_s, finish, usage))
 
     def fail(
         self,
@@ -366,6 +375,11 @@ class _Handler(BaseHTTPRequestHandler):
             fake._take(request, consume=False)
             self._send_json(404, {"error": {"message": f"no such path: {self.path}"}})
             return
+        if fake.refuse_stream_options and isinstance(body, dict) and "stream_options" in body:
+            fake._take(request, consume=False)
+            refusal = "Unrecognized request argument supplied: stream_options"
+            self._send_json(400, {"error": {"message": refusal, "type": "invalid_request_error"}})
+            return
         action = fake._take(request)
         delay_s = fake.delay_s + (action.delay_s if action is not None else 0.0)
         if delay_s > 0 and fake._stopping.wait(delay_s):
@@ -498,7 +512,20 @@ def _openai_answer(request: Request, answer: Answer, next_id: Callable[[], int])
                 "finish_reason": answer.finish or ("tool_calls" if answer.tool_calls else "stop"),
             }
         ],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        **_openai_usage(answer),
+    }
+
+
+def _openai_usage(answer: Answer) -> dict[str, Any]:
+    if answer.usage is None:
+        return {}
+    read, written = answer.usage
+    return {
+        "usage": {
+            "prompt_tokens": read,
+            "completion_tokens": written,
+            "total_tokens": read + written,
+        }
     }
 
 
@@ -529,6 +556,9 @@ def _openai_stream(request: Request, answer: Answer, next_id: Callable[[], int])
         for piece in _pieces(arguments):
             yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
     yield chunk({}, answer.finish or ("tool_calls" if answer.tool_calls else "stop"))
+    options = request.body.get("stream_options")
+    if isinstance(options, dict) and options.get("include_usage") and answer.usage is not None:
+        yield _sse({**base, "choices": [], **_openai_usage(answer)})
     yield b"data: [DONE]\n\n"
 
 
@@ -556,8 +586,12 @@ def _anthropic_answer(request: Request, answer: Answer, next_id: Callable[[], in
         "content": _anthropic_content(answer, next_id),
         "stop_reason": answer.finish or ("tool_use" if answer.tool_calls else "end_turn"),
         "stop_sequence": None,
-        "usage": {"input_tokens": 1, "output_tokens": 1},
+        **_anthropic_usage(answer.usage),
     }
+
+
+def _anthropic_usage(usage: tuple[int, int] | None) -> dict[str, Any]:
+    return {} if usage is None else {"usage": {"input_tokens": usage[0], "output_tokens": usage[1]}}
 
 
 def _anthropic_stream(
@@ -566,6 +600,8 @@ def _anthropic_stream(
     """message_start, each block as start / deltas in pieces / stop, then message_stop."""
     whole = _anthropic_answer(request, answer, next_id)
     start = {**whole, "content": [], "stop_reason": None}
+    if answer.usage is not None:  # the prompt's figure first, what it wrote at the end
+        start.update(_anthropic_usage((answer.usage[0], 1)))
     yield _sse({"type": "message_start", "message": start}, "message_start")
     yield _sse({"type": "ping"}, "ping")
     for index, block in enumerate(whole["content"]):
@@ -592,9 +628,10 @@ def _anthropic_stream(
             )
         yield _sse({"type": "content_block_stop", "index": index}, "content_block_stop")
     stop = {"stop_reason": whole["stop_reason"], "stop_sequence": None}
-    yield _sse(
-        {"type": "message_delta", "delta": stop, "usage": {"output_tokens": 1}}, "message_delta"
-    )
+    delta: dict[str, Any] = {"type": "message_delta", "delta": stop}
+    if answer.usage is not None:
+        delta["usage"] = {"output_tokens": answer.usage[1]}
+    yield _sse(delta, "message_delta")
     yield _sse({"type": "message_stop"}, "message_stop")
 
 

@@ -26,9 +26,10 @@ def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     with FakeModel() as model:
         init_home(home, f'[model]\nbase_url = "{model.base_url}"\n')
         (home / "workspace" / "a.md").write_text("hello")
-        model.reply(tool_calls=[("read_file", json.dumps({"path": f"{home}/workspace/a.md"}))])
+        a_md = json.dumps({"path": f"{home}/workspace/a.md"})
+        model.reply(tool_calls=[("read_file", a_md)], usage=(100, 10))
         model.reply(tool_calls=[("read_file", json.dumps({"path": "/etc/hostname"}))])
-        model.reply(text="Read it.")
+        model.reply(text="Read it.", usage=(300, 30))  # 440 in all: one answer said nothing
         with running("brokerd", home), running("memoryd", home), running("loopd", home) as loopd:
             loopd.ask(OwnerMessage("o1", "chat-1", "read a.md"))
             deadline = time.monotonic() + 20
@@ -50,6 +51,9 @@ def test_session_list_shows_the_session_with_its_label(box: Path) -> None:
     [session] = json.loads(result.stdout)
     assert session["session"] == "chat-1" and session["turns"] == 1
     assert session["class"] == "private" and session["untrusted"] is False
+    assert session["tokens"] == 440
+    shown = bxctl(box, "session", "list").stdout
+    assert "TOKENS" in shown and "440" in shown
 
 
 def test_session_show_prints_the_history_and_a_denials_reason_only(box: Path) -> None:
@@ -57,7 +61,10 @@ def test_session_show_prints_the_history_and_a_denials_reason_only(box: Path) ->
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("chat-1: private, 7 events")
     assert 'tool_denied: {"tool":"read_file","reason":"no_grant"}' in result.stdout
-    assert 'turn_end: {"reason":"done"}' in result.stdout
+    assert 'turn_end: {"reason":"done","tokens":440}' in result.stdout
+    assert result.stdout.rstrip().endswith("tokens: 440 (turn 1: 440)")
+    shown = json.loads(bxctl(box, "session", "show", "chat-1", "--json").stdout)
+    assert (shown["tokens"], shown["turn_tokens"]) == (440, {"1": 440})
 
 
 def test_explain_says_why_a_call_would_be_denied_and_records_nothing(box: Path) -> None:

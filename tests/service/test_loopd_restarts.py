@@ -28,8 +28,7 @@ from bxcore.messages import (
     TurnError,
     VerdictRequest,
 )
-from services.loopd.tools import too_many_calls
-from services.loopd.turn import too_many_calls_said
+from services.loopd.tools import too_many_calls, too_many_calls_said
 from tests.fakes.model_server import Answer, FakeModel
 from tests.fakes.model_server import Call as ModelCall
 from tests.support.brokerd import ledger_records, records_of, short_folder, write_grant

@@ -30,8 +30,7 @@ from bxcore.messages import (
     TurnError,
 )
 from services.loopd.daemon import SUB_SESSION_REFUSED
-from services.loopd.tools import too_many_calls
-from services.loopd.turn import too_many_calls_said
+from services.loopd.tools import too_many_calls, too_many_calls_said
 from tests.fakes.model_server import Action, Answer, FakeModel, Request
 from tests.fakes.model_server import Call as ModelCall
 from tests.support.brokerd import records_of, short_folder

@@ -278,6 +278,8 @@ def test_status_json_and_exit_3_when_a_service_or_the_box_is_not_running(home: P
     assert data["sandbox"] == "bwrap" and data["unsandboxed"] is False
     assert data["console"] is None  # no gatewayd in this box
     assert data["warnings"] == []  # the running box made nothing open to others (issue 9)
+    tokens = data["tokens"]  # issue 16: loopd's count for the machine's day, no cap set
+    assert (tokens["tokens"], tokens["max_per_day"], len(tokens["day"])) == (0, 0, 10)
     for item in data["services"]:
         assert item["state"] == "running" and item["restarts"] == 0
         assert item["rss_bytes"] > 1_000_000 and item["cpu_percent"] >= 0.0
@@ -285,6 +287,7 @@ def test_status_json_and_exit_3_when_a_service_or_the_box_is_not_running(home: P
     plain = bxctl(home, "status")
     assert plain.returncode == 0
     assert plain.stdout.splitlines()[1].split()[:3] == ["SERVICE", "STATE", "PID"]
+    assert f"tokens today ({tokens['day']}): 0" in plain.stdout
     # The owner's stop of one service: it stays stopped, and status exits 3.
     report = sync_request(home, "supervisor", SupervisorStop("s1", "loopd"), timeout=15)
     assert isinstance(report, SupervisorReport)
@@ -292,6 +295,7 @@ def test_status_json_and_exit_3_when_a_service_or_the_box_is_not_running(home: P
     loopd = services(home)["loopd"]
     assert loopd["state"] == "stopped" and loopd["pid"] is None
     assert bxctl(home, "status").returncode == 3
+    assert status(home)["tokens"] is None  # loopd does not run: no figures, no failure
 
 
 def test_status_says_unsandboxed_when_the_sandbox_mode_is_none(home: Path) -> None:

@@ -51,6 +51,8 @@ from bxcore.messages import (
     SupervisorReport,
     SupervisorRestart,
     SupervisorStatus,
+    Tokens,
+    TokensQuery,
     VerdictRequest,
 )
 from bxcore.schema import to_json_object
@@ -176,6 +178,13 @@ class Backend:
             row["parent"] = parent_of_sub(info.session)
             rows.append(row)
         return JSONResponse({"sessions": rows})
+
+    async def tokens(self, request: Request) -> Response:
+        """The box's tokens today and `[loop] max_tokens_per_day` (§19), as loopd counts them."""
+        found: Tokens = await self.ask(self.loop, TokensQuery(_rid()), Tokens)
+        return JSONResponse(
+            {"day": found.day, "tokens": found.tokens, "max_per_day": found.max_per_day}
+        )
 
     async def history(self, request: Request) -> Response:
         session = request.path_params["session"]

@@ -64,6 +64,7 @@ class Console:
             ("/api/logout", self.logout, ["POST"]),
             ("/api/events", self.events, ["GET"]),
             ("/api/sessions", b.sessions, ["GET"]),
+            ("/api/tokens", b.tokens, ["GET"]),
             ("/api/sessions/{session}/history", b.history, ["GET"]),
             ("/api/sessions/{session}/messages", b.message, ["POST"]),
             ("/api/sessions/{session}/cancel", b.cancel, ["POST"]),

@@ -4,7 +4,8 @@ JSON and UTF-8 characters. Each must read as the server meant it: the text, and 
 call's id, name and arguments; an answer cut by the token limit must not come out as a whole
 call.
 
-`cases.json` lists every fixture with what it means; README.md says where each comes from.
+`cases.json` lists every fixture with what it means (and `usage`, the tokens it says it cost,
+where it says); README.md says where each comes from.
 A reply cut by the token limit comes out marked `cut_off`: `ask_model` never lets such a
 call reach brokerd (tests/unit/loopd/test_ask.py).
 """
@@ -101,13 +102,31 @@ async def test_a_recorded_answer_reads_as_the_server_meant_it(
     if case["cut"]:  # said to be cut off, so the turn never sends the call as if whole
         cut = await model.complete("system", [User("go")], [])
         assert cut.cut_off, cut
+        assert figures(cut) == case.get("usage")
         return
     reply = await model.complete("system", [User("go")], [])
     assert read(reply) == (
         case["text"],
         [(c["id"], c["name"], c["arguments"]) for c in case["calls"]],
     )
+    assert figures(reply) == case.get("usage")
+
+
+def test_most_families_say_what_an_answer_cost_whole_and_streamed() -> None:
+    """The corpus has figures to check: in every family's whole answers, and in the streams of
+    all but the servers that send them only when asked (`stream_options`) or never."""
+    counted = {(c["file"].split("/")[0], c["file"].endswith(".sse")) for c in CASES if "usage" in c}
+    families = {c["file"].split("/")[0] for c in CASES}
+    assert {family for family, streamed in counted if not streamed} == families
+    assert len({family for family, streamed in counted if streamed}) >= 7
 
 
 def read(reply: Reply) -> tuple[str, list[tuple[str, str, Any]]]:
     return reply.text, [(c.id, c.name, json.loads(c.arguments)) for c in reply.tool_calls]
+
+
+def figures(reply: Reply) -> dict[str, int] | None:
+    """The reply's usage as cases.json writes it; None when the answer gave none."""
+    if reply.usage is None:
+        return None
+    return {"input": reply.usage.input, "output": reply.usage.output}

@@ -23,6 +23,7 @@ const ENDINGS = {
   max_steps: "turn ended: it took the most steps allowed",
   error: "turn ended with an error",
   cancelled: "turn stopped by you",
+  budget: "turn ended: its token budget is spent",
 };
 
 const state = {
@@ -119,6 +120,7 @@ function sessionItem(session, subs, children = new Map()) {
 function showNone() {
   say($("#session-title"), "No session chosen");
   clear($("#session-label"));
+  say($("#session-tokens"), "");
   clear($("#events")).append(
     el("li", { class: "quiet" }, "Choose a session, or write a message to start a new one."),
   );
@@ -145,7 +147,14 @@ export async function choose(session, { quiet = false } = {}) {
 function showLabel() {
   const info = state.sessions.find((s) => s.session === state.current);
   append(clear($("#session-label")), info ? labelBadges(info.label) : []);
+  const tokens = info && typeof info.tokens === "number" ? info.tokens : null;
+  say($("#session-tokens"), tokens === null ? "" : `${tokens.toLocaleString("en")} tokens`);
   return info;
+}
+
+// What a turn's model answers cost, as their servers said (none said: nothing shown).
+function tokensSaid(tokens) {
+  return typeof tokens === "number" ? ` (${tokens.toLocaleString("en")} tokens)` : "";
 }
 
 async function loadHistory(session) {
@@ -203,7 +212,7 @@ function show(message) {
       for (const open of state.open) outcome(open.node, "failed", "no outcome");
       state.open = [];
       setBusy(false);
-      list.append(el("li", { class: `event end ${event.reason}` }, ENDINGS[event.reason] || `turn ended: ${event.reason}`));
+      list.append(el("li", { class: `event end ${event.reason}` }, (ENDINGS[event.reason] || `turn ended: ${event.reason}`) + tokensSaid(event.tokens)));
       loadSessionsSoon();
       break;
     case "error":

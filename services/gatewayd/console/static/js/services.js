@@ -10,7 +10,25 @@ export function init() {
 }
 
 export async function refresh() {
-  await Promise.all([status(), logs()]);
+  await Promise.all([status(), tokens(), logs()]);
+}
+
+// The box's tokens today, against [loop] max_tokens_per_day when the owner set one (§19).
+async function tokens() {
+  const line = $("#tokens-today");
+  try {
+    const data = await get("/api/tokens");
+    const spent = data.tokens.toLocaleString("en");
+    if (!data.max_per_day) {
+      say(line, `Tokens today (${data.day}): ${spent}.`);
+      return;
+    }
+    const cap = data.max_per_day.toLocaleString("en");
+    const reached = data.tokens >= data.max_per_day ? ": reached, no turn runs until midnight" : "";
+    say(line, `Tokens today (${data.day}): ${spent} of ${cap} ([loop] max_tokens_per_day)${reached}.`);
+  } catch (error) {
+    say(line, `Tokens today: unknown (${error.message}).`);
+  }
 }
 
 async function status() {
