@@ -1,4 +1,6 @@
-"""Fixtures every test may use: the anyio backend and a short, private temporary folder."""
+"""Fixtures every test may use: the anyio backend and a short, private temporary folder; and
+Hypothesis without its per-example deadline: a property test checks what holds, never how
+fast (that is `bench/`'s), and a busy 2-core machine can take 200 ms for any example."""
 
 from __future__ import annotations
 
@@ -8,6 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+settings.register_profile("boxmaker", deadline=None)
+settings.load_profile("boxmaker")
 
 
 @pytest.fixture
