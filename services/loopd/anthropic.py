@@ -8,11 +8,11 @@ meant and gets `/messages` only. The answer is only read, never acted on.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.loopd.http_client import Body, answered_error, invalid, parse_json
+from services.loopd.http_client import answered_error, invalid, parse_json
 from services.loopd.http_provider import HttpProvider
 from services.loopd.model import (
     Assistant,
@@ -28,7 +28,6 @@ from services.loopd.model import (
 )
 from services.loopd.replies import clean, tool_calls
 from services.loopd.schemas import offer_schema
-from services.loopd.sse import SseEvent
 
 VERSION = "2023-06-01"
 MAX_TOKENS = 4096  # the Messages API needs a limit: this one when [model] max_tokens is 0
@@ -252,27 +251,6 @@ class StreamedReply:
         return Reply(clean("".join(text)), calls, finish_of(reason), reason or "", self.usage)
 
 
-def reply_of_events(events: Iterable[SseEvent], messages: Sequence[Message]) -> Reply:
-    """The Reply of a whole stream's events (for tests and tools; loopd reads as they come)."""
-    streamed = StreamedReply()
-    for event in events:
-        if streamed.take(event.data):
-            break
-    return streamed.reply(messages)
-
-
-async def read_stream(answer: Body, messages: Sequence[Message]) -> Reply:
-    """The Reply of a streamed answer, read event by event until `message_stop`; a whole
-    answer despite `stream: true` is read as one."""
-    if not answer.is_event_stream:
-        return reply_of(await answer.json(), messages)
-    streamed = StreamedReply()
-    async for event in answer.events():
-        if streamed.take(event.data):
-            break
-    return streamed.reply(messages)
-
-
 def _add_delta(block: _Block | None, delta: object) -> None:
     if block is None or not isinstance(delta, dict):
         raise invalid("a `content_block_delta` event has no block or no delta")
@@ -330,5 +308,5 @@ class AnthropicModel(HttpProvider):
     def _whole(self, body: Any, messages: Sequence[Message]) -> Reply:
         return reply_of(body, messages)
 
-    async def _streamed(self, answer: Body, messages: Sequence[Message]) -> Reply:
-        return await read_stream(answer, messages)
+    def _stream_reader(self) -> StreamedReply:
+        return StreamedReply()

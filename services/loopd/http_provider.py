@@ -14,6 +14,7 @@ import anyio
 from bxcore.config import ModelConfig
 from services.loopd.http_client import BACKOFF_S, Body, HttpClient, Sleep, key_note, read_key
 from services.loopd.model import Message, ModelError, Offer, Reply
+from services.loopd.replies import Streamed
 
 
 class HttpProvider:
@@ -94,5 +95,17 @@ class HttpProvider:
     def _whole(self, body: Any, messages: Sequence[Message]) -> Reply:
         raise NotImplementedError
 
-    async def _streamed(self, answer: Body, messages: Sequence[Message]) -> Reply:
+    def _stream_reader(self) -> Streamed:
+        """A reader of one streamed answer, in the provider's event format."""
         raise NotImplementedError
+
+    async def _streamed(self, answer: Body, messages: Sequence[Message]) -> Reply:
+        """A streamed answer, read event by event until its end marker; a server that
+        answers whole despite `stream: true` is read as a whole answer."""
+        if not answer.is_event_stream:
+            return self._whole(await answer.json(), messages)
+        streamed = self._stream_reader()
+        async for event in answer.events():
+            if streamed.take(event.data):
+                break
+        return streamed.reply(messages)

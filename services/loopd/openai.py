@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.loopd.http_client import Body, answered_error, invalid, parse_json
+from services.loopd.http_client import answered_error, invalid, parse_json
 from services.loopd.http_provider import HttpProvider
 from services.loopd.model import (
     Assistant,
@@ -30,7 +30,6 @@ from services.loopd.model import (
 )
 from services.loopd.replies import clean, tool_calls
 from services.loopd.schemas import offer_schema
-from services.loopd.sse import SseEvent
 
 log = logging.getLogger("loopd")
 
@@ -322,27 +321,6 @@ class StreamedReply:
         return self.calls[-1]
 
 
-def reply_of_events(events: Iterable[SseEvent], messages: Sequence[Message]) -> Reply:
-    """The Reply of a whole stream's events (for tests and tools; loopd reads as they come)."""
-    streamed = StreamedReply()
-    for event in events:
-        if streamed.take(event.data):
-            break
-    return streamed.reply(messages)
-
-
-async def read_stream(answer: Body, messages: Sequence[Message]) -> Reply:
-    """The Reply of a streamed answer, read event by event until `[DONE]`. A server that
-    answers whole despite `stream: true` is read as a whole answer."""
-    if not answer.is_event_stream:
-        return reply_of(await answer.json(), messages)
-    streamed = StreamedReply()
-    async for event in answer.events():
-        if streamed.take(event.data):
-            break
-    return streamed.reply(messages)
-
-
 # -- the model ------------------------------------------------------------------------------
 
 
@@ -391,5 +369,5 @@ class OpenAIModel(HttpProvider):
     def _whole(self, body: Any, messages: Sequence[Message]) -> Reply:
         return reply_of(body, messages)
 
-    async def _streamed(self, answer: Body, messages: Sequence[Message]) -> Reply:
-        return await read_stream(answer, messages)
+    def _stream_reader(self) -> StreamedReply:
+        return StreamedReply()

@@ -1,16 +1,43 @@
 """What every provider does with a model's answer before it is a `Reply` (SPEC §10.2): text
-made fit for UTF-8, and tool-call ids made sendable and new in the conversation. Pure: no I/O.
+made fit for UTF-8, tool-call ids made sendable and new in the conversation, and a stream's
+events fed to the provider's `Streamed` reader. Pure: no I/O.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from bxcore.ids import MAX_CALL_ID, byte_length_between
-from services.loopd.model import Assistant, Message, ToolCall, ToolResult
+from services.loopd.model import Assistant, Message, Reply, ToolCall, ToolResult
+
+if TYPE_CHECKING:
+    from services.loopd.sse import SseEvent
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class Streamed(Protocol):
+    """A provider's reader of one streamed answer, fed each event's data in turn."""
+
+    def take(self, data: str) -> bool:
+        """Read one event's data; True at the answer's end marker."""
+        ...
+
+    def reply(self, messages: Sequence[Message]) -> Reply:
+        """The answer read so far; ModelError when it is not whole."""
+        ...
+
+
+def reply_of_events(
+    streamed: Streamed, events: Iterable[SseEvent], messages: Sequence[Message]
+) -> Reply:
+    """The Reply of a whole stream's events (for tests and tools; loopd reads as they come)."""
+    for event in events:
+        if streamed.take(event.data):
+            break
+    return streamed.reply(messages)
 
 
 def clean(text: str) -> str:

@@ -154,7 +154,7 @@ def hostile(case: str, provider: str) -> list[Action]:
         ]
     if case.endswith("MiB answer"):
         size = int(case.split()[0]) * MB
-        return [Answer("x" * size)]
+        return [Answer("x" * size)] * 3
     if case == "cut-off tool call":
         return [Answer("", (half,), finish=cut)] * 2
     if case == "whole body sent slowly":
@@ -175,8 +175,10 @@ SAYS: dict[str, tuple[str, ...]] = {
     "huge line": (f"the stream is larger than {16 * MB} bytes", "sent no complete event", LATE),
     "no newline": (ENDLESS,),
     "no end": (ENDLESS,),
-    "5 MiB answer": (TOO_LARGE,),
-    "15 MiB answer": (TOO_LARGE,),
+    # read in time, it is too large for the history; on a busy machine, streaming megabytes
+    # may take longer than timeout_s (then it is tried again) or than the deadline
+    "5 MiB answer": (TOO_LARGE, "sent no complete event", LATE),
+    "15 MiB answer": (TOO_LARGE, "sent no complete event", LATE),
     "cut-off tool call": (
         "the model's answer was cut off by its token limit in the middle of a tool call, "
         "also on a second try with [model] retry_max_tokens = 2000",

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from services.loopd import anthropic, openai
 from services.loopd.model import Finish, ModelError, Reply, ToolCall, User
+from services.loopd.replies import reply_of_events
 from services.loopd.sse import decode_events
 from tests.fakes.model_server import FakeModel
 from tests.unit.loopd.conftest import Connect
@@ -47,7 +48,7 @@ def fn(name: str | None = None, arguments: str | None = None) -> dict[str, Any]:
 
 
 def read_openai(data: bytes) -> Reply:
-    return openai.reply_of_events(decode_events([data], 1 << 24), ASKED)
+    return reply_of_events(openai.StreamedReply(), decode_events([data], 1 << 24), ASKED)
 
 
 # -- openai: whose piece is it ---------------------------------------------------------------
@@ -185,7 +186,7 @@ def tool_use(*partials: str, stop: str | None = "tool_use", end: bool = True) ->
 
 
 def read_anthropic(data: bytes) -> Reply:
-    return anthropic.reply_of_events(decode_events([data], 1 << 24), ASKED)
+    return reply_of_events(anthropic.StreamedReply(), decode_events([data], 1 << 24), ASKED)
 
 
 @pytest.mark.parametrize("partials", [(), ("",), ("", "")], ids=["none", "one-empty", "two"])
@@ -237,8 +238,8 @@ def test_any_chunking_of_a_streamed_answer_gives_the_same_reply(
     whole = read(data)
     bounds = [0, *sorted(c % (len(data) + 1) for c in cuts), len(data)]
     chunks = [data[a:b] for a, b in itertools.pairwise(bounds)]
-    reader = openai.reply_of_events if provider == "openai" else anthropic.reply_of_events
-    assert reader(decode_events(chunks, 1 << 24), ASKED) == whole
+    streamed = openai.StreamedReply() if provider == "openai" else anthropic.StreamedReply()
+    assert reply_of_events(streamed, decode_events(chunks, 1 << 24), ASKED) == whole
     assert _TEXT in whole.text + whole.tool_calls[0].arguments
 
 
