@@ -63,7 +63,7 @@ def read_jobs(folder: Path, known: Set[str]) -> JobSet:
     for name in sorted(_names(folder)):
         job_id = name[: -len(".toml")]
         try:
-            parsed = check_grants(parse_job(job_id, _read(folder / name)), known)
+            parsed = check_grants(parse_job(job_id, read_job_bytes(folder / name)), known)
         except OSError as error:
             parsed = InvalidJob(job_id, _NOTHING, f"cannot read the file: {error.strerror}")
         if isinstance(parsed, Job):
@@ -139,7 +139,7 @@ def read_job(folder: Path, job_id: str, known: Set[str]) -> Job | InvalidJob:
     if not valid_grant_id(job_id):
         raise JobRefused(f"{job_id!r} is not a job id")
     try:
-        data = _read(folder / f"{job_id}.toml")
+        data = read_job_bytes(folder / f"{job_id}.toml")
     except FileNotFoundError:
         raise JobRefused(f"no job {job_id!r} in {folder}") from None
     except OSError as error:
@@ -154,7 +154,7 @@ def _names(folder: Path) -> list[str]:
         return []
 
 
-def _read(path: Path) -> bytes:
+def read_job_bytes(path: Path) -> bytes:
     """At most one byte more than a job may hold; never blocks on a FIFO."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:

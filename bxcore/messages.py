@@ -287,6 +287,7 @@ class ApprovalInfo:
     expires: Short
     preview: Preview | None = None  # write_file: a unified diff of what would change (§12.2)
     write: bool | None = None  # shell: False when its folder is bound read-only (issue 15)
+    job: Short | None = None  # a job's run: which job, and the only grants it sees (§19)
 
 
 @dataclass(frozen=True, slots=True)

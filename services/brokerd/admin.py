@@ -251,7 +251,9 @@ class Admin:
             f"session {message.session}: {label.class_}, "
             f"{'untrusted' if label.untrusted else 'trusted'}"
         ]
-        decision = self.judge.explain(label, message.tool, message.arguments, trace)
+        decision = self.judge.explain(
+            message.session, label, message.tool, message.arguments, trace
+        )
         steps = tuple(short(step) for step in trace)
         if isinstance(decision, policy.Denied):
             winner = decision.grant.id if decision.grant else None
