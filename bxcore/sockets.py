@@ -29,6 +29,10 @@ from bxcore.messages import (
     GrantsReload,
     History,
     HistoryQuery,
+    JobEnded,
+    JobHistoryQuery,
+    JobRecorded,
+    JobStarted,
     Notes,
     NotesQuery,
     OwnerMessage,
@@ -51,8 +55,11 @@ from bxcore.messages import (
 )
 
 # brokerd's `broker` socket: loopd's and memoryd's tool calls and label questions (§3.3).
-BrokerRequest = ToolRequest | AwaitApproval | Absorb | StateQuery | ToolsQuery
-BrokerAnswer = ToolResponse | State | Tools | Error
+# A job's run is recorded there too (§19): loopd's word, checked and written by brokerd.
+BrokerRequest = (
+    ToolRequest | AwaitApproval | Absorb | StateQuery | ToolsQuery | JobStarted | JobEnded
+)
+BrokerAnswer = ToolResponse | State | Tools | JobRecorded | Error
 
 # brokerd's `admin` socket: the owner's side (§3.6, §9, §13).
 AdminRequest = (
@@ -67,6 +74,7 @@ AdminRequest = (
     | GrantAdd
     | GrantRemove
     | NotesQuery
+    | JobHistoryQuery
 )
 AdminAnswer = (
     Settled

@@ -1,16 +1,34 @@
 """A job's run through a real brokerd (§19, issue 16): decided against only the grants its job
-file names, read by brokerd itself; `explain` and the approval card say so."""
+file names, read by brokerd itself; `explain` and the approval card say so; its start and end
+recorded in the ledger once each, also across a crash, and read back for `bxctl job history`."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from bxcore.deny import DenyReason
-from bxcore.messages import Denied, Done, Explain, Explanation, Pending, PendingList, PendingQuery
-from tests.support.brokerd import args, call, short_folder
+from bxcore.messages import (
+    AuditRecords,
+    Denied,
+    Done,
+    Error,
+    Explain,
+    Explanation,
+    JobEnd,
+    JobEnded,
+    JobHistoryQuery,
+    JobRecorded,
+    JobStarted,
+    JobWhy,
+    Pending,
+    PendingList,
+    PendingQuery,
+)
+from tests.support.brokerd import args, call, ledger_records, short_folder
 from tests.support.daemons import Daemon, init_home, running
 
 
@@ -92,3 +110,42 @@ def test_explain_and_the_approval_card_show_the_jobs_grants(brokerd: Daemon) -> 
     cards = {info.approval: info for info in listed.approvals}
     assert cards[outcome.approval].job == line
     assert isinstance(owners, Pending) and cards[owners.approval].job is None
+
+
+# --- the ledger's records of a run (§7, §19) -------------------------------------------------
+
+SHA = "ab" * 32
+
+
+def started(job: str, run: int, rid: str = "s1") -> JobStarted:
+    return JobStarted(rid, job, run, JobWhy.SCHEDULE, SHA, "2026-05-04T05:30:00.000Z", 2)
+
+
+def test_a_run_is_recorded_started_and_ended_once_each_and_across_a_crash() -> None:
+    with short_folder() as tmp:
+        home = init_home(tmp / "h")
+        with running("brokerd", home) as brokerd:
+            first = brokerd.ask(started("mail", 1))
+            assert isinstance(first, JobRecorded) and first.first
+            again = brokerd.ask(started("mail", 1, "s2"))
+            assert again == JobRecorded("s2", "mail", 1, first.seq, False)
+            never = brokerd.ask(JobEnded("e0", "mail", 2, JobEnd.DONE, 1, 10))
+            assert isinstance(never, Error) and "never recorded started" in never.message
+            brokerd.kill()  # a crash: the next brokerd finds the run in its ledger
+        with running("brokerd", home) as brokerd:
+            assert brokerd.ask(started("mail", 1, "s3")) == JobRecorded(
+                "s3", "mail", 1, first.seq, False
+            )
+            ended = brokerd.ask(JobEnded("e1", "mail", 1, JobEnd.BUDGET, 24, 8123, None, "x"))
+            assert isinstance(ended, JobRecorded) and ended.first
+            history = brokerd.ask(JobHistoryQuery("h1", "mail"), socket="admin")
+        assert isinstance(history, AuditRecords)
+        shown = [json.loads(line) for line in history.records]
+        assert [(r["kind"], r["run"], r["session"]) for r in shown] == [
+            ("job_started", 1, "job-mail-1"),
+            ("job_ended", 1, "job-mail-1"),
+        ]
+        assert shown[0]["why"] == "schedule" and shown[0]["missed"] == 2
+        assert shown[1]["how"] == "budget" and shown[1]["steps"] == 24
+        kinds = [r["kind"] for r in ledger_records(home)]
+        assert kinds.count("job_started") == 1 and kinds.count("job_ended") == 1
