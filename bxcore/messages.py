@@ -605,6 +605,25 @@ class Cancelled:
 
 
 @dataclass(frozen=True, slots=True)
+class JobRun:
+    """Start a run of the job now (`bxctl job run`, §19), whatever its schedule."""
+
+    TYPE: ClassVar[str] = "job_run"
+    id: RequestId
+    job: JobId
+
+
+@dataclass(frozen=True, slots=True)
+class JobRunStarted:
+    """The run `job_run` started: its session, `job-<id>-<n>`."""
+
+    TYPE: ClassVar[str] = "job_run_started"
+    id: RequestId
+    job: JobId
+    session: Session
+
+
+@dataclass(frozen=True, slots=True)
 class SessionsQuery:
     TYPE: ClassVar[str] = "sessions_query"
     id: RequestId

@@ -32,6 +32,8 @@ from bxcore.messages import (
     JobEnded,
     JobHistoryQuery,
     JobRecorded,
+    JobRun,
+    JobRunStarted,
     JobStarted,
     Notes,
     NotesQuery,
@@ -89,8 +91,8 @@ AdminAnswer = (
 )
 
 # loopd's `loop` socket: owner messages, stopping a turn and the sessions' histories (§10).
-LoopRequest = OwnerMessage | SessionsQuery | HistoryQuery | Cancel
-LoopAnswer = Accepted | SessionList | History | Cancelled | Error
+LoopRequest = OwnerMessage | SessionsQuery | HistoryQuery | Cancel | JobRun
+LoopAnswer = Accepted | SessionList | History | Cancelled | JobRunStarted | Error
 
 # memoryd's `memory` socket: brokerd's memory calls (§11).
 MemoryRequest = ToolRequest | NotesQuery

@@ -156,9 +156,10 @@ class Turns:
     def emit(self, session: SessionLog, turn: int, event: Event) -> None:
         self._publish(session.event(turn, event))
 
-    async def run(self, session: SessionLog, turn: int) -> str:
+    async def run(self, session: SessionLog, turn: int, max_steps: int | None = None) -> str:
         """Run (or resume) `turn` of `session` to its end; the model's last words (none when
-        the owner stopped it)."""
+        the owner stopped it). `max_steps`: the turn's own limit of model calls (a job's run,
+        §19), else `[loop] max_steps`."""
         running = self._running.get(session.session)
         if running is None or running.turn != turn or running.ended.is_set():
             running = self._running[session.session] = Running(turn)
@@ -167,7 +168,7 @@ class Turns:
             if running.scope.cancel_called:
                 return ""  # stopped before it began: the model is never asked
             with running.scope:
-                said = await self._run(session, turn)
+                said = await self._run(session, turn, max_steps)
                 ran = True
                 return said
             return ""  # the owner's cancel (caught here unless a parent's was cancelled too)
@@ -186,9 +187,10 @@ class Turns:
         self.emit(session, turn, TurnEnd(EndReason.CANCELLED))
         log.info("%s turn %d stopped by the owner", session.session, turn)
 
-    async def _run(self, session: SessionLog, turn: int) -> str:
+    async def _run(self, session: SessionLog, turn: int, max_steps: int | None) -> str:
         depth = depth_of(session.session)
         loop = self.config.loop
+        limit = loop.max_steps if max_steps is None else max_steps
         system = loop.system_prompt if depth == 0 else loop.subagent_prompt
         builtins: list[Offer] = [*BROKERED.values(), *([SPAWN] if depth < loop.max_depth else [])]
         tools: list[Offer] | None = None  # asked of brokerd before the model is first asked
@@ -204,7 +206,7 @@ class Turns:
             await self._answer(session, turn, depth, open_calls, session.reply_calls(turn))
             while True:
                 step = session.steps(turn)
-                if step >= loop.max_steps:
+                if step >= limit:
                     self.emit(session, turn, TurnEnd(EndReason.MAX_STEPS))
                     return session.last_text(turn)
                 if tools is None:
