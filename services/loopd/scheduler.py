@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import datetime, tzinfo
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from anyio.abc import TaskGroup
 
 from bxcore.atomic import write_atomically
 from bxcore.client import Client, ProtocolError, Unreachable
+from bxcore.errors import SetupError, one_line
 from bxcore.home import Home
 from bxcore.ids import job_run_of, job_run_session
 from bxcore.job_files import read_jobs
@@ -50,6 +52,7 @@ from services.loopd.turn import Turns
 log = logging.getLogger("loopd")
 
 TICK_S = 1.0  # how often the jobs folder is looked at (an `every = "2s"` job runs on time)
+SAVE_EVERY_MS = 30_000  # `since` alone is written at most this far behind (see `_stale`)
 RECORD_RETRY_S = 2.0  # brokerd did not answer a job record: asked again after this
 REFUSALS = {"owner_denied": "the owner refused", "approval_expired": "the owner did not answer"}
 ENDS = {
@@ -83,6 +86,7 @@ class Scheduler:
         self._now = now
         self._sleep = sleep
         self._states = _read_states(home.job_runs)
+        self._saved = dict(self._states)  # what the file holds
         self._tasks: TaskGroup | None = None
 
     def __repr__(self) -> str:
@@ -109,16 +113,19 @@ class Scheduler:
             passed = job_plan.passed(self._states[job_id], now)
             assert passed is not None
             self._states[job_id] = passed
+        started: list[tuple[str, Open]] = []
         for job in jobs:
             state, opened = job_plan.step(
                 job, self._states.get(job.id), self._zone, now, self._taken(job.id)
             )
-            if state != self._states.get(job.id):
-                self._states[job.id] = state
-                self._save()
+            self._states[job.id] = state
             if opened is not None:
-                log.info("job %s: run %d (%s)", job.id, opened.run, opened.why)
-                self._start(job.id, opened)
+                started.append((job.id, opened))
+        if started or self._stale():
+            self._save()  # before any run starts: its number is taken for good
+        for job_id, opened in started:
+            log.info("job %s: run %d (%s)", job_id, opened.run, opened.why)
+            self._start(job_id, opened)
 
     def run_now(self, job_id: str) -> str:
         """Start a run of `job_id` now (`bxctl job run`); its session. NotStarted says why not."""
@@ -251,19 +258,38 @@ class Scheduler:
     def _taken(self, job_id: str) -> Callable[[int], bool]:
         return lambda run: self._sessions.exists(job_run_session(job_id, run))
 
+    def _stale(self) -> bool:
+        """Whether the file lags behind in more than a recent `since` (a new job, or slots
+        handled longer ago than `SAVE_EVERY_MS`): ticks that only move `since` are written
+        now and then, not each second (each write is two fsyncs). A restart that reads an
+        older `since` finds no slot in between that started a run (a run is written before
+        it starts); only slots a disabled job passed in that short time could count again."""
+        for job_id, state in self._states.items():
+            saved = self._saved.get(job_id)
+            if saved is None or replace(saved, since_ms=state.since_ms) != state:
+                return True
+            if state.since_ms - saved.since_ms >= SAVE_EVERY_MS:
+                return True
+        return False
+
     def _save(self) -> None:
         path = self._home.job_runs
         path.parent.mkdir(mode=0o700, exist_ok=True)
         write_atomically(path, job_plan.dump(self._states))
+        self._saved = dict(self._states)
 
 
 def _read_states(path: Path) -> dict[str, JobState]:
-    """The states a stop left; none at the first start. A damaged file stops loopd: it would
-    otherwise start runs again under numbers already used."""
+    """The states a stop left; none at the first start. A damaged file stops loopd until the
+    owner looks (`SetupError`): guessing could start a run twice or lose one."""
     try:
         return job_plan.load(path.read_bytes())
     except FileNotFoundError:
         return {}
+    except (OSError, ValueError) as error:
+        raise SetupError(
+            f"{path}: {one_line(error)}; move it away to start every job from its next slot"
+        ) from None
 
 
 def _grant_ids(folder: Path) -> set[str]:
