@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import time
 from datetime import datetime
 from typing import Annotated, Any
@@ -40,7 +41,9 @@ def run(
 ) -> None:
     """Start a run of the job now, whatever its schedule; its session is `job-ID-N`."""
     home: Home = ctx.obj.home
-    answer = ask(home, "loop", JobRun("bxctl-job-run", job_id), timeout_s=10.0)
+    # a fresh id: loopd answers a repeated id with its first answer (a retry), not a new run
+    request = JobRun(f"bxctl-job-run-{secrets.token_hex(8)}", job_id)
+    answer = ask(home, "loop", request, timeout_s=10.0)
     if not isinstance(answer, JobRunStarted):
         fail(f"loopd answered {type(answer).__name__}")
     say(f"started a run of {job_id}: session {answer.session}")

@@ -64,6 +64,7 @@ def before_up(home: Path) -> None:
         home, "timer",
         'every = "2s"\nprompt = "job timer"\ngrants = ["workspace-shell"]\nmax_runtime_s = 2\n',
     )  # fmt: skip
+    job_file(home, "manual", 'every = "366d"\nprompt = "job manual"\n')
     for catch_up in ("once", "skip"):
         job_file(
             home, f"catch-{catch_up}",
@@ -89,6 +90,7 @@ def box() -> Iterator[UpBox]:
         up.model.script("job timer", up.model.calls(("shell", shell)), Answer("ran"))
         for catch_up in ("once", "skip"):
             up.model.script(f"job catch {catch_up}", Answer("caught up"))
+        up.model.script("job manual", Answer("by hand", delay_s=2.0))
         yield up
 
 
@@ -137,6 +139,20 @@ def test_job_history_shows_the_runs(box: UpBox) -> None:
     assert done.returncode == 0, done.stderr
     runs = json.loads(done.stdout)
     assert runs[0]["run"] == 1 and runs[0]["how"] == "budget" and runs[0]["steps"] == 2
+
+
+def test_the_owner_runs_a_job_now_but_never_two_runs_at_once(box: UpBox) -> None:
+    first = box.bxctl("job", "run", "manual")
+    assert first.returncode == 0, first.stderr
+    assert "session job-manual-1" in first.stdout
+    again = box.bxctl("job", "run", "manual")
+    assert again.returncode == 1 and "job manual's run 1 is still going" in again.stderr
+    record = ended(box, "manual", 1)
+    assert record["how"] == "done"
+    (started,) = job_records(box.home, "manual", "job_started")
+    assert started["why"] == "owner"
+    refused = box.bxctl("chat", "--session", "job-manual-9", "hello")
+    assert refused.returncode != 0 and "kept for jobs' runs" in refused.stderr
 
 
 # --- an approval from a job: waits, no overlap, a crash of loopd, denied -------------------------
