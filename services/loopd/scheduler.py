@@ -173,14 +173,28 @@ class Scheduler:
         if not await self._record(started):
             self._close(job_id)
             return
+        try:
+            steps, (how, detail) = await self._turn(job_id, opened, session_id)
+        except Exception as error:  # a bug must not take the scheduler down with it
+            log.exception("job %s's run %d failed", job_id, opened.run)
+            steps, how, detail = 0, JobEnd.ERROR, short(f"loopd failed during the run: {error}")
+        ran_ms = max(0, job_plan.ms(self._now()) - opened.started_ms)
+        await self._record(JobEnded(_rid(), job_id, opened.run, how, steps, ran_ms, None, detail))
+        self._close(job_id)
+        log.info("job %s's run %d ended %s after %d steps", job_id, opened.run, how, steps)
+
+    async def _turn(
+        self, job_id: str, opened: Open, session_id: str
+    ) -> tuple[int, tuple[JobEnd, str | None]]:
+        """The run's turn: its prompt written if it was not, run (or resumed) to its end within
+        the job's budgets; the steps it took, and how it ended."""
         job = self._job(job_id)
-        steps = 0
         with self._sessions.held(session_id) as session:
             if session.turns == 0:
                 if job is None:
-                    self._stop(job_id, JobEnd.ERROR, "the job's file is gone or invalid")
+                    self._decide(job_id, JobEnd.ERROR, "the job's file is gone or invalid")
                 else:
-                    session.event(1, OwnerSaid(job.prompt))
+                    self._turns.emit(session, 1, OwnerSaid(job.prompt))
             if 1 not in session.ended and session.turns:
                 limit = job.max_steps if job is not None else BUDGETS["max_steps"][0]
                 runtime = job.max_runtime_s if job is not None else BUDGETS["max_runtime_s"][0]
@@ -188,12 +202,7 @@ class Scheduler:
                     watch.start_soon(self._watch, job_id, opened, runtime)
                     await self._turns.run(session, 1, max_steps=limit)
                     watch.cancel_scope.cancel()
-            steps = session.steps(1)
-            how, detail = self._how(job_id, session)
-        ran_ms = max(0, job_plan.ms(self._now()) - opened.started_ms)
-        await self._record(JobEnded(_rid(), job_id, opened.run, how, steps, ran_ms, None, detail))
-        self._close(job_id)
-        log.info("job %s's run %d ended %s after %d steps", job_id, opened.run, how, steps)
+            return session.steps(1), self._how(job_id, session)
 
     async def _watch(self, job_id: str, opened: Open, limit_s: int) -> None:
         """Stop the run at its `max_runtime_s`, or at once when a stop before a restart had
