@@ -152,6 +152,12 @@ class Home:
         return self.sessions / f"{_session(session)}.jsonl"
 
     @property
+    def job_runs(self) -> Path:
+        """loopd's schedule of the jobs (§19): each job's last handled time and run number,
+        and its open run. Written by loopd only, beside the histories it owns."""
+        return self.sessions / ".jobs.json"
+
+    @property
     def memory_db(self) -> Path:
         return self.root / "memory" / "memory.sqlite3"
 

@@ -67,3 +67,25 @@ def descends(session: str, ancestor: str) -> bool:
             return False
         session = parent
     return True
+
+
+JOB_RUN_PREFIX = "job-"
+
+
+def job_run_session(job_id: str, n: int) -> str:
+    """The session of a job's run `n` (§19): `job-<id>-<n>`."""
+    return f"{JOB_RUN_PREFIX}{job_id}-{n}"
+
+
+def job_run_of(session: str) -> tuple[str, int] | None:
+    """The job and run number a session belongs to (§19): `job-<id>-<n>`, or any sub-agent of
+    one (`sub-job-<id>-<n>-<k>`, §10.5); None for every other id. `<id>` must be a job id and
+    `<n>` ASCII digits without a leading zero."""
+    while (parent := parent_of_sub(session)) is not None:
+        session = parent
+    if not session.startswith(JOB_RUN_PREFIX):
+        return None
+    job_id, dash, n = session[len(JOB_RUN_PREFIX) :].rpartition("-")
+    if not dash or not n.isascii() or not n.isdigit() or n.startswith("0"):
+        return None
+    return (job_id, int(n)) if valid_grant_id(job_id) else None

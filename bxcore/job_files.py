@@ -63,9 +63,7 @@ def read_jobs(folder: Path, known: Set[str]) -> JobSet:
     for name in sorted(owner_toml.names(folder)):
         job_id = name[: -len(".toml")]
         try:
-            parsed = check_grants(
-                parse_job(job_id, owner_toml.read(folder / name, MAX_JOB_BYTES)), known
-            )
+            parsed = check_grants(parse_job(job_id, read_job_bytes(folder / name)), known)
         except OSError as error:
             parsed = InvalidJob(job_id, _NOTHING, f"cannot read the file: {error.strerror}")
         if isinstance(parsed, Job):
@@ -141,9 +139,14 @@ def read_job(folder: Path, job_id: str, known: Set[str]) -> Job | InvalidJob:
     if not valid_grant_id(job_id):
         raise JobRefused(f"{job_id!r} is not a job id")
     try:
-        data = owner_toml.read(folder / f"{job_id}.toml", MAX_JOB_BYTES)
+        data = read_job_bytes(folder / f"{job_id}.toml")
     except FileNotFoundError:
         raise JobRefused(f"no job {job_id!r} in {folder}") from None
     except OSError as error:
         return InvalidJob(job_id, _NOTHING, f"cannot read the file: {error.strerror}")
     return check_grants(parse_job(job_id, data), known)
+
+
+def read_job_bytes(path: Path) -> bytes:
+    """A job file's bytes, at most one more than a job may hold; never blocks on a FIFO."""
+    return owner_toml.read(path, MAX_JOB_BYTES)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Annotated, ClassVar
 
 from bxcore.deny import DenyReason
-from bxcore.ids import MAX_CALL_ID, MAX_REQUEST_ID, MAX_TOOL_NAME, valid_session
+from bxcore.ids import MAX_CALL_ID, MAX_REQUEST_ID, MAX_TOOL_NAME, valid_grant_id, valid_session
 from bxcore.labels import Label
 from bxcore.schema import Flat, Int, Tagged, Text
 
@@ -34,6 +34,7 @@ ApprovalId = Annotated[
 Sha256 = Annotated[str, Text(64, 64, lambda s: _HASH.fullmatch(s) is not None, "a hex SHA-256")]
 MAX_SHORT = 4096
 Short = Annotated[str, Text(0, MAX_SHORT, what="a string")]
+JobId = Annotated[str, Text(1, 64, valid_grant_id, "a job id (a-z 0-9 -, not starting with -)")]
 Count = Annotated[int, Int(0, 2**53)]
 
 MAX_WAIT_MS = 30_000
@@ -246,6 +247,66 @@ class Tools:
     tools: tuple[OfferedTool, ...]
 
 
+class JobWhy(enum.StrEnum):
+    """Why a job's run started (§19)."""
+
+    SCHEDULE = "schedule"  # its slot came, on time
+    CATCH_UP = "catch_up"  # for slots missed while the box was down (`catch_up = "once"`)
+    OWNER = "owner"  # `bxctl job run`
+
+
+class JobEnd(enum.StrEnum):
+    """How a job's run ended (§19)."""
+
+    DONE = "done"  # the model answered
+    BUDGET = "budget"  # max_steps (or max_tokens) reached
+    RUNTIME = "runtime"  # max_runtime_s passed, approvals waiting included
+    DENIED = "denied"  # the owner refused one of its calls, or let it expire
+    ERROR = "error"  # the model server or brokerd failed
+    CANCELLED = "cancelled"  # the owner stopped it
+
+
+@dataclass(frozen=True, slots=True)
+class JobStarted:
+    """loopd, before a job's run `run` begins: record `job_started` (§19). Answered
+    `job_recorded` once the record is durable; asked again for the same run, answered from the
+    first record (`first` false), writing nothing."""
+
+    TYPE: ClassVar[str] = "job_started"
+    id: RequestId
+    job: JobId
+    run: Annotated[int, Int(1, 2**53)]
+    why: JobWhy
+    job_sha256: Sha256
+    slot: Short | None = None  # the scheduled time it runs for (RFC 3339), when it has one
+    missed: Count = 0  # slots that passed with no run of their own
+
+
+@dataclass(frozen=True, slots=True)
+class JobEnded:
+    """loopd, when a job's run has ended: record `job_ended` with its figures (§19)."""
+
+    TYPE: ClassVar[str] = "job_ended"
+    id: RequestId
+    job: JobId
+    run: Annotated[int, Int(1, 2**53)]
+    how: JobEnd
+    steps: Count
+    runtime_ms: Count
+    tokens: Count | None = None  # when the model server's usage figures are known
+    detail: Short | None = None  # one line for the owner: which limit, which call
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecorded:
+    TYPE: ClassVar[str] = "job_recorded"
+    id: RequestId
+    job: JobId
+    run: Annotated[int, Int(1, 2**53)]
+    seq: Count  # the record's in the ledger
+    first: bool  # false: the run was recorded so before, and nothing was written now
+
+
 # --- the admin socket (§3.6, §9, §13) --------------------------------------------------------
 
 
@@ -288,6 +349,7 @@ class ApprovalInfo:
     expires: Short
     preview: Preview | None = None  # write_file: a unified diff of what would change (§12.2)
     write: bool | None = None  # shell: False when its folder is bound read-only (issue 15)
+    job: Short | None = None  # a job's run: which job, and the only grants it sees (§19)
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,6 +433,16 @@ class AuditTail:
     id: RequestId
     n: Annotated[int, Int(1, 100_000)]
     session: Session | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobHistoryQuery:
+    """A job's `job_started` and `job_ended` records, oldest first (`bxctl job history`)."""
+
+    TYPE: ClassVar[str] = "job_history_query"
+    id: RequestId
+    job: JobId
+    n: Annotated[int, Int(1, 10_000)] = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -531,6 +603,25 @@ class Cancelled:
     id: RequestId
     session: Session
     turn: Count | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobRun:
+    """Start a run of the job now (`bxctl job run`, §19), whatever its schedule."""
+
+    TYPE: ClassVar[str] = "job_run"
+    id: RequestId
+    job: JobId
+
+
+@dataclass(frozen=True, slots=True)
+class JobRunStarted:
+    """The run `job_run` started: its session, `job-<id>-<n>`."""
+
+    TYPE: ClassVar[str] = "job_run_started"
+    id: RequestId
+    job: JobId
+    session: Session
 
 
 @dataclass(frozen=True, slots=True)

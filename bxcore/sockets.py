@@ -29,6 +29,12 @@ from bxcore.messages import (
     GrantsReload,
     History,
     HistoryQuery,
+    JobEnded,
+    JobHistoryQuery,
+    JobRecorded,
+    JobRun,
+    JobRunStarted,
+    JobStarted,
     Notes,
     NotesQuery,
     OwnerMessage,
@@ -53,8 +59,11 @@ from bxcore.messages import (
 )
 
 # brokerd's `broker` socket: loopd's and memoryd's tool calls and label questions (§3.3).
-BrokerRequest = ToolRequest | AwaitApproval | Absorb | StateQuery | ToolsQuery
-BrokerAnswer = ToolResponse | State | Tools | Error
+# A job's run is recorded there too (§19): loopd's word, checked and written by brokerd.
+BrokerRequest = (
+    ToolRequest | AwaitApproval | Absorb | StateQuery | ToolsQuery | JobStarted | JobEnded
+)
+BrokerAnswer = ToolResponse | State | Tools | JobRecorded | Error
 
 # brokerd's `admin` socket: the owner's side (§3.6, §9, §13).
 AdminRequest = (
@@ -69,6 +78,7 @@ AdminRequest = (
     | GrantAdd
     | GrantRemove
     | NotesQuery
+    | JobHistoryQuery
 )
 AdminAnswer = (
     Settled
@@ -83,8 +93,8 @@ AdminAnswer = (
 )
 
 # loopd's `loop` socket: owner messages, stopping a turn and the sessions' histories (§10).
-LoopRequest = OwnerMessage | SessionsQuery | HistoryQuery | Cancel | TokensQuery
-LoopAnswer = Accepted | SessionList | History | Cancelled | Tokens | Error
+LoopRequest = OwnerMessage | SessionsQuery | HistoryQuery | Cancel | TokensQuery | JobRun
+LoopAnswer = Accepted | SessionList | History | Cancelled | Tokens | JobRunStarted | Error
 
 # memoryd's `memory` socket: brokerd's memory calls (§11).
 MemoryRequest = ToolRequest | NotesQuery

@@ -1,5 +1,5 @@
 """`bxctl job list | show ID | add | rm ID` (SPEC §13, §19): the owner's scheduled jobs, read
-and written offline in `{home}/jobs/`; `run ID` and `history ID` need loopd and say so.
+and written offline in `{home}/jobs/`; `run ID` and `history ID` are `bxctl.job_run_cmds`'s.
 
 A job's grants are checked against the grants folder as brokerd reads it, and its next runs
 are computed from the wall clock in the machine's time zone (`$TZ`, else /etc/localtime).
@@ -19,6 +19,7 @@ from bxcore.home import Home
 from bxcore.job_files import JobFields, JobRefused
 from bxcore.jobs import Cron, InvalidJob, Job
 from bxcore.schedule import next_runs
+from bxctl import job_run_cmds
 from bxctl.init import make_folder
 from bxctl.output import fail, print_json, say, table
 from services.brokerd.grants_folder import read_folder
@@ -27,7 +28,6 @@ app = typer.Typer(help="Scheduled jobs: turns the box starts by itself.", no_arg
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 SHOWN_RUNS = 5
-NOT_YET = "is not built yet: it needs loopd's job scheduler (issue 16); see docs/jobs.md"
 
 
 def _home(ctx: typer.Context) -> Home:
@@ -200,13 +200,5 @@ def rm(ctx: typer.Context, job_id: Annotated[str, typer.Argument(metavar="ID")])
     say(f"removed {job_id}")
 
 
-@app.command()
-def run(job_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
-    """Run a job now (not yet: needs loopd's scheduler)."""
-    fail(f"`bxctl job run` {NOT_YET}")
-
-
-@app.command()
-def history(job_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
-    """A job's past runs from the ledger (not yet: needs loopd's scheduler)."""
-    fail(f"`bxctl job history` {NOT_YET}")
+app.command("run")(job_run_cmds.run)
+app.command("history")(job_run_cmds.history)

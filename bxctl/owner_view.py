@@ -204,6 +204,7 @@ def approval_card(info: ApprovalInfo, now_ms: int, width: int | None = None) -> 
     return card_lines(
         [
             f"approval {info.approval}: {visible(info.tool)} in session {visible(info.session)}",
+            *([] if info.job is None else [f"  job:     {visible(info.job)}"]),
             f"  why:     {info.why.value}",
             f"  grant:   {visible(info.grant)}{binding_note(info.write)}",
             f"  label:   {label}",

@@ -34,6 +34,7 @@ from bxcore.messages import (
     GrantList,
     GrantRemove,
     GrantsReload,
+    JobHistoryQuery,
     Notes,
     NotesQuery,
     PendingList,
@@ -118,6 +119,7 @@ class Admin:
             Route(GrantAdd, self.grant_add),
             Route(GrantRemove, self.grant_remove),
             Route(NotesQuery, self.notes),
+            Route(JobHistoryQuery, self.job_history),
         )
 
     def __repr__(self) -> str:
@@ -207,6 +209,23 @@ class Admin:
         lines.reverse()
         return AuditRecords(message.id, tuple(lines))
 
+    async def job_history(self, message: JobHistoryQuery) -> AuditRecords | Error:
+        """A job's last runs as the ledger has them: `job_started`, `job_ended` (§19)."""
+        try:
+            found = self.ledger.job_records(message.job, message.n)
+        except LedgerUnavailable as error:
+            return Error(message.id, ErrorCode.UNAVAILABLE, str(error))
+        lines: list[str] = []
+        size = 0
+        for record in reversed(found):  # the newest first: the oldest are left out
+            line = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+            size += len(line.encode("utf-8")) * 2 + 8  # room for escaping inside the message
+            if size > MAX_RECORDS_BYTES:
+                break
+            lines.append(line)
+        lines.reverse()
+        return AuditRecords(message.id, tuple(lines))
+
     async def audit_verify(self, message: AuditVerify) -> AuditReport | Error:
         """The chain checked (fast, `verify.verify_file`); a chain that is whole but ends
         before a head brokerd confirmed or the owner saw is not ok either: the ledger's own
@@ -251,7 +270,9 @@ class Admin:
             f"session {message.session}: {label.class_}, "
             f"{'untrusted' if label.untrusted else 'trusted'}"
         ]
-        decision = self.judge.explain(label, message.tool, message.arguments, trace)
+        decision = self.judge.explain(
+            message.session, label, message.tool, message.arguments, trace
+        )
         steps = tuple(short(step) for step in trace)
         if isinstance(decision, policy.Denied):
             winner = decision.grant.id if decision.grant else None

@@ -7,7 +7,8 @@ run and recorded again before it is answered (I1, I3). A call the owner must app
 by the desk, which this socket shares with the admin socket; a `write_file` is held with its
 preview, the file read in a worker thread before the pending decision is recorded (§12.2).
 A `tools_query` is answered with the MCP tools the judge decides now (pinned and unchanged,
-§18.4): what loopd offers the model.
+§18.4): what loopd offers the model. `job_started` and `job_ended` record a job's run (§19),
+each once per run, answered once durable.
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ from __future__ import annotations
 import functools
 import logging
 
+import anyio
+
 from bxcore import mcp_tools, wire
+from bxcore.ids import job_run_session
 from bxcore.messages import (
     Absorb,
     AuditAccept,
@@ -29,6 +33,10 @@ from bxcore.messages import (
     GrantAdd,
     GrantRemove,
     GrantsReload,
+    JobEnded,
+    JobHistoryQuery,
+    JobRecorded,
+    JobStarted,
     NotesQuery,
     OfferedTool,
     Outcome,
@@ -82,6 +90,7 @@ REFUSAL = Refusal(
             GrantAdd,
             GrantRemove,
             NotesQuery,
+            JobHistoryQuery,
         ),
         ON_ADMIN,
     ),
@@ -113,7 +122,10 @@ class Broker:
             Route(Absorb, self.absorb),
             Route(StateQuery, self.state),
             Route(ToolsQuery, self.tools),
+            Route(JobStarted, self.job_started),
+            Route(JobEnded, self.job_ended),
         )
+        self._jobs_lock = anyio.Lock()  # a run's record is looked for and written as one
 
     def __repr__(self) -> str:
         return f"Broker({self.book!r}, {self.committer!r})"
@@ -144,6 +156,41 @@ class Broker:
         except LedgerUnavailable as error:
             return Error(message.id, ErrorCode.UNAVAILABLE, f"audit unavailable: {error}")
         return State(message.id, message.session, after)
+
+    async def job_started(self, message: JobStarted) -> JobRecorded | Error:
+        """`job_started` for the run, once: asked again, the first record answers (§19)."""
+        entry = records.job_started(
+            job=message.job, run=message.run, session=job_run_session(message.job, message.run),
+            why=message.why.value, job_sha256=message.job_sha256, slot=message.slot,
+            missed=message.missed,
+        )  # fmt: skip
+        return await self._record_job(message.id, message.job, message.run, entry)
+
+    async def job_ended(self, message: JobEnded) -> JobRecorded | Error:
+        """`job_ended` for a run recorded started, once (§19)."""
+        entry = records.job_ended(
+            job=message.job, run=message.run, session=job_run_session(message.job, message.run),
+            how=message.how.value, steps=message.steps, runtime_ms=message.runtime_ms,
+            tokens=message.tokens, detail=message.detail,
+        )  # fmt: skip
+        return await self._record_job(message.id, message.job, message.run, entry)
+
+    async def _record_job(
+        self, request_id: str, job: str, run: int, entry: records.Entry
+    ) -> JobRecorded | Error:
+        kind = entry[0]
+        async with self._jobs_lock:
+            try:
+                found = {r["kind"]: r for r in self.committer.ledger.job_records(job, 0, run)}
+                if kind in found:
+                    return JobRecorded(request_id, job, run, int(str(found[kind]["seq"])), False)
+                if kind == "job_ended" and "job_started" not in found:
+                    why = f"job {job}'s run {run} was never recorded started"
+                    return Error(request_id, ErrorCode.INVALID, why)
+                (head,) = await self.committer.append([entry])
+            except LedgerUnavailable as error:
+                return Error(request_id, ErrorCode.UNAVAILABLE, f"audit unavailable: {error}")
+        return JobRecorded(request_id, job, run, head.seq, True)
 
     # --- tool calls ------------------------------------------------------------------------
 

@@ -45,6 +45,7 @@ from services.brokerd.courier import Courier
 from services.brokerd.desk import Desk
 from services.brokerd.driver import Driver
 from services.brokerd.grants_folder import GrantsFolder
+from services.brokerd.job_folder import JobFolder
 from services.brokerd.judge import Judge
 from services.brokerd.ledger import Ledger, LedgerState, LedgerUnavailable
 from services.brokerd.mcp_runner import McpRunner
@@ -231,7 +232,13 @@ async def serve(ctx: Context) -> None:
     # The shared pieces first, then the handlers that use them: none reaches into another.
     labels = StateStore(home.state_broker)
     book = CallBook(ledger, config.broker.results_kept)
-    judge = Judge(labels, GrantsFolder(home.grants), own_places(home, config), mcp.catalog)
+    judge = Judge(
+        labels,
+        GrantsFolder(home.grants),
+        own_places(home, config),
+        mcp.catalog,
+        JobFolder(home.jobs),
+    )
     driver = Driver(committer, courier, labels, book)
     desk = Desk(
         book=book,

@@ -131,6 +131,7 @@ class Desk:
             now + self._ttl_ms,
             preview=preview,
             write=winner.write if takes_write(call.tool) else None,
+            job=self._job_of(call.session),
         )
         self._add(approval, call)
         self._publish(ApprovalRequested(approval.info()))
@@ -331,7 +332,12 @@ class Desk:
                 error,
             )
             return None
-        return replace(approval, write=self._write_of(approval))
+        return replace(approval, write=self._write_of(approval), job=self._job_of(approval.session))
+
+    def _job_of(self, session: str) -> str | None:
+        """For a job's run, the card's line saying whose run it is and what it sees (§19)."""
+        scope = self.judge.scope(session)
+        return None if scope is None else scope.describe()
 
     def _write_of(self, approval: Approval) -> bool | None:
         """A shell approval's binding, as its grant says when that is still the version the

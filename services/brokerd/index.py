@@ -21,9 +21,9 @@ from pathlib import Path
 
 from services.brokerd.core.records import GENESIS, Head, Record
 
-INDEXED = frozenset({"decision", "verdict", "executed"})
+INDEXED = frozenset({"decision", "verdict", "executed", "job_started", "job_ended"})
 _INDEXED_KINDS = tuple(f'{kind}"'.encode() for kind in sorted(INDEXED))
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: job runs (issue 16)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -40,6 +40,10 @@ CREATE TABLE IF NOT EXISTS calls (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS approvals (
     approval TEXT PRIMARY KEY, session TEXT NOT NULL, call TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS jobs (
+    job TEXT NOT NULL, run INTEGER NOT NULL, started INTEGER, ended INTEGER,
+    PRIMARY KEY (job, run)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS unsettled ON calls (decision)
     WHERE outcome = 'pending' AND verdict IS NULL;
@@ -139,6 +143,14 @@ class Index:
                 "UPDATE calls SET executed = ? WHERE session = ? AND call = ? AND executed IS NULL",
                 (offset, str(record["session"]), str(record["call"])),
             )
+        elif kind in ("job_started", "job_ended"):
+            column = "started" if kind == "job_started" else "ended"
+            key = (str(record["job"]), record["run"])
+            self._db.execute("INSERT OR IGNORE INTO jobs (job, run) VALUES (?, ?)", key)
+            self._db.execute(
+                f"UPDATE jobs SET {column} = ? WHERE job = ? AND run = ? AND {column} IS NULL",
+                (offset, *key),
+            )
 
     def add_line(self, line: bytes, offset: int) -> None:
         """A record's canonical line (from `verify.walk_fast`, which checked its chain): parsed
@@ -195,8 +207,23 @@ class Index:
         )
         return [Where(*row) for row in rows]
 
+    def job_run(self, job: str, run: int) -> tuple[int | None, int | None]:
+        """Where a job's run's `job_started` and `job_ended` records are (None: not written)."""
+        row = self._db.execute(
+            "SELECT started, ended FROM jobs WHERE job = ? AND run = ?", (job, run)
+        ).fetchone()
+        return (None, None) if row is None else (row[0], row[1])
+
+    def job_runs(self, job: str, n: int) -> list[tuple[int | None, int | None]]:
+        """The last `n` runs of `job`, oldest first: where their records are."""
+        rows = self._db.execute(
+            "SELECT started, ended FROM jobs WHERE job = ? ORDER BY run DESC LIMIT ?", (job, n)
+        ).fetchall()
+        return [(row[0], row[1]) for row in reversed(rows)]
+
     def reset(self) -> None:
         """Forget everything: the ledger will be read again from its first line."""
+        self._db.execute("DELETE FROM jobs")
         self._db.execute("DELETE FROM calls")
         self._db.execute("DELETE FROM approvals")
         self._db.execute("DELETE FROM meta WHERE key LIKE 'covered_%'")

@@ -1,17 +1,22 @@
 """The facts a decision is made of (SPEC §5.2): the session's label (`StateStore`), the grants
-as they are now (`GrantsFolder`) and boxmaker's own places; and `policy.decide` and
-`policy.redecide` on them. Shared by the broker socket, the desk and `explain`.
+as they are now (`GrantsFolder`), boxmaker's own places, and for a job's run the grants its job
+names (`JobFolder`, §19); and the decision on them (`job_scope.decide`, which is
+`policy.decide` confined to a job's grants). Shared by the broker socket, the desk and
+`explain`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from bxcore import mcp_tools
 from bxcore.labels import Label
-from services.brokerd.core import policy
+from services.brokerd.core import job_scope, policy
+from services.brokerd.core.job_scope import JobScope
 from services.brokerd.core.view import NO_PLACES, OwnPlaces
 from services.brokerd.grants_folder import GrantsFolder
+from services.brokerd.job_folder import JobFolder
 from services.brokerd.state import StateStore
 
 
@@ -22,36 +27,52 @@ class Judge:
         grants: GrantsFolder,
         own: OwnPlaces = NO_PLACES,
         mcp: Callable[[], mcp_tools.Catalog] = lambda: mcp_tools.NO_TOOLS,
+        jobs: JobFolder | None = None,
     ) -> None:
         self.labels = labels
         self.grants = grants
         self.own = own  # boxmaker's own places: never a tool's, whatever the grants say
         self.mcp = mcp  # the MCP tools as they are now (§18.3)
+        # the jobs folder beside the grants folder, as `Home` lays them out (§2.2)
+        self.jobs = jobs if jobs is not None else JobFolder(Path(grants.folder).parent / "jobs")
 
     def __repr__(self) -> str:
-        return f"Judge({self.labels!r}, {self.grants!r})"
+        return f"Judge({self.labels!r}, {self.grants!r}, {self.jobs!r})"
+
+    def scope(self, session: str) -> JobScope | None:
+        """The grants a job's run may use (§19); None for any other session."""
+        return self.jobs.scope(session, {g.id for g in self.grants.current().valid})
 
     def decide(self, session: str, tool: str, arguments: str) -> tuple[Label, policy.Decision]:
         """The session's label and the decision on it; `StateError` when the label cannot
         be read."""
         label = self.labels.read(session)
         grants = self.grants.current().valid
-        return label, policy.decide(label, tool, arguments, grants, own=self.own, mcp=self.mcp())
+        decision = job_scope.decide(
+            label, tool, arguments, grants, self.scope(session), own=self.own, mcp=self.mcp()
+        )
+        return label, decision
 
     def redecide(self, session: str, tool: str, arguments: str) -> policy.Decision:
         """An approved call decided again now (§9.2); `StateError` as `decide`."""
         label = self.labels.read(session)
         grants = self.grants.current().valid
-        return policy.redecide(label, tool, arguments, grants, self.own, self.mcp())
+        scope = self.scope(session)
+        return job_scope.redecide(label, tool, arguments, grants, scope, self.own, self.mcp())
 
     def approved(self, ask: policy.Ask) -> policy.Allowed:
         """What a call the owner approved for its whole session runs as (§9.2)."""
         return policy.approved(ask, self.grants.current().valid, self.own)
 
-    def explain(self, label: Label, tool: str, arguments: str, trace: list[str]) -> policy.Decision:
+    def explain(
+        self, session: str, label: Label, tool: str, arguments: str, trace: list[str]
+    ) -> policy.Decision:
         """`decide` with every step written to `trace`, and nothing else touched."""
         grants = self.grants.current()
         if grants.invalid:
             names = ", ".join(g.id for g in grants.invalid)
             trace.append(f"invalid grants, never matching: {names}")
-        return policy.decide(label, tool, arguments, grants.valid, trace, self.own, self.mcp())
+        scope = self.scope(session)
+        return job_scope.decide(
+            label, tool, arguments, grants.valid, scope, trace, self.own, self.mcp()
+        )

@@ -599,6 +599,27 @@ class Ledger:
                 raise LedgerUnavailable(why)
             return CallRecords(decision, at(where.verdict), at(where.executed))
 
+    def job_records(self, job: str, runs: int, run: int | None = None) -> list[Record]:
+        """The `job_started` and `job_ended` records of `job`'s last `runs` runs (or of run
+        `run` alone), oldest first (§19)."""
+        with self._lock, _unavailable_on_index_error():
+            self._readable()
+            if self._index is None or self._reader is None:
+                return []
+            if run is None:
+                found = self._index.job_runs(job, runs)
+            else:
+                found = [self._index.job_run(job, run)]
+            offsets = [offset for pair in found for offset in pair if offset is not None]
+            with os.fdopen(os.dup(self._reader), "rb") as f:
+                records = [parse_line(read_line_at(f, offset)) for offset in offsets]
+        for offset, record in zip(offsets, records, strict=True):
+            if isinstance(record, str) or record.get("job") != job:
+                raise LedgerUnavailable(
+                    f"the record at byte {offset} is not the job record the index names"
+                )
+        return [record for record in records if not isinstance(record, str)]
+
     def tail(self, n: int, session: str | None = None) -> list[Record]:
         """The last `n` records, oldest first; with `session`, only that session's (its
         decisions, verdicts, executions, raises, and absorbs as parent or child). Reads the

@@ -2,7 +2,9 @@
 busy session, so each session runs one turn at a time and sessions run side by side.
 
 An owner message is written to the session's history before it is accepted; one for a session
-id of the sub-agents' form (`sub-…`) is refused, writing nothing. At start, loopd reads every
+id of the sub-agents' form (`sub-…`) or of a job's run (`job-…`) is refused, writing nothing.
+Job runs are the scheduler's (`scheduler.py`, §19): it starts them, and carries on those a stop
+cut off; `job_run` starts one now. At start, loopd reads every
 history once, keeping a summary of each, and resumes the turns a crash cut off (§10.6); a
 history stays loaded only while used or recently used (`sessions.py`). A `cancel` stops the
 session's running turn (`turn.py`) and is answered once that turn has written its end.
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+from datetime import UTC, datetime
 
 import anyio
 from anyio.abc import TaskGroup
@@ -24,7 +27,7 @@ from bxcore.client import Client
 from bxcore.clock import local_zone
 from bxcore.daemon import Context
 from bxcore.events import Publisher
-from bxcore.ids import SUB_AGENT_PREFIX, kept_for_sub_agents
+from bxcore.ids import JOB_RUN_PREFIX, SUB_AGENT_PREFIX, job_run_of, kept_for_sub_agents
 from bxcore.messages import (
     Accepted,
     Cancel,
@@ -33,6 +36,8 @@ from bxcore.messages import (
     ErrorCode,
     History,
     HistoryQuery,
+    JobRun,
+    JobRunStarted,
     OwnerMessage,
     OwnerSaid,
     SessionInfo,
@@ -40,6 +45,7 @@ from bxcore.messages import (
     SessionsQuery,
     Tokens,
     TokensQuery,
+    TurnEvent,
 )
 from bxcore.once import Once
 from bxcore.router import Router
@@ -49,6 +55,7 @@ from bxcore.wire import MAX_MESSAGE
 from services.loopd.history import SessionLog
 from services.loopd.model import Model
 from services.loopd.providers import make_model
+from services.loopd.scheduler import NotStarted, Scheduler
 from services.loopd.sessions import Sessions
 from services.loopd.turn import Turns
 from services.loopd.usage import Meter, Tally
@@ -58,6 +65,10 @@ log = logging.getLogger("loopd")
 REMEMBERED = 1024  # owner messages whose answer a retry gets again
 SUB_SESSION_REFUSED = (
     f"session ids starting with {SUB_AGENT_PREFIX} are kept for sub-agents; "
+    "choose another session name"
+)
+JOB_SESSION_REFUSED = (
+    f"session ids starting with {JOB_RUN_PREFIX} are kept for jobs' runs; "
     "choose another session name"
 )
 HISTORY_BUDGET = MAX_MESSAGE // 2  # events are escaped once more inside a history message
@@ -76,6 +87,7 @@ class Loop:
         # (request id, session) -> its answer: a retried owner message never runs a second turn
         self._accepted: Once[tuple[str, str], Accepted] = Once(Bounded(REMEMBERED))
         self._cancelled: Once[tuple[str, str], Cancelled] = Once(Bounded(REMEMBERED))
+        self._job_runs: Once[str, JobRunStarted | Error] = Once(Bounded(REMEMBERED))
         self.routes: Routes[LoopAnswer] = Routes(
             LoopRequest,
             REFUSAL,
@@ -84,6 +96,7 @@ class Loop:
             Route(HistoryQuery, self.history_query),
             Route(Cancel, self.cancel),
             Route(TokensQuery, self.tokens_query),
+            Route(JobRun, self.job_run),
         )
         broker = ctx.endpoint("broker")
         self.turns = Turns(
@@ -91,24 +104,40 @@ class Loop:
             model,
             lambda: Client(ctx.zmq, broker, name="brokerd", timeout=10.0),
             self.sessions.held,
-            publisher.publish,
+            self._publish,
             self.sessions.exists,
             meter=self.meter,
         )
+        self.scheduler = Scheduler(
+            ctx.home,
+            self.sessions,
+            self.turns,
+            lambda: Client(ctx.zmq, broker, name="brokerd", timeout=10.0),
+            local_zone(os.environ),
+            lambda: datetime.now(UTC),
+        )
 
     def __repr__(self) -> str:
-        return f"Loop({self.sessions!r}, {len(self._busy)} busy)"
+        return f"Loop({self.sessions!r}, {len(self._busy)} busy, {self.scheduler!r})"
+
+    def _publish(self, event: TurnEvent) -> None:
+        self._publisher.publish(event)
+        self.scheduler.saw(event)
 
     def resume(self) -> None:
-        """Read every history and resume cut-off turns (a sub-agent's by its parent's)."""
+        """Read every history and resume cut-off turns (a sub-agent's by its parent's, a job's
+        run by the scheduler)."""
         for name, turn in self.sessions.scan():
-            log.info("resuming %s turn %s", name, turn)
-            self._work(name)
+            if job_run_of(name) is None:
+                log.info("resuming %s turn %s", name, turn)
+                self._work(name)
 
     async def owner_message(self, message: OwnerMessage) -> Accepted | Error:
         """Written to the session's history, then a turn for it; a retry gets the first answer."""
         if kept_for_sub_agents(message.session):  # a spawn must never find it taken
             return Error(message.id, ErrorCode.BAD_MESSAGE, SUB_SESSION_REFUSED)
+        if message.session.startswith(JOB_RUN_PREFIX):  # nor a job's run
+            return Error(message.id, ErrorCode.BAD_MESSAGE, JOB_SESSION_REFUSED)
         return await self._accepted.answer(
             (message.id, message.session), lambda: self._accept(message)
         )
@@ -136,6 +165,17 @@ class Loop:
             waiting = unfinished[0] if unfinished else None
         turn = await self.turns.cancel(message.session, waiting)
         return Cancelled(message.id, message.session, turn)
+
+    async def job_run(self, message: JobRun) -> JobRunStarted | Error:
+        """Start a run of the job now (§19); a retry gets the first answer."""
+        return await self._job_runs.answer(message.id, lambda: self._job_run(message))
+
+    async def _job_run(self, message: JobRun) -> JobRunStarted | Error:
+        try:
+            session = self.scheduler.run_now(message.job)
+        except NotStarted as error:
+            return Error(message.id, ErrorCode.INVALID, str(error))
+        return JobRunStarted(message.id, message.job, session)
 
     async def sessions_query(self, message: SessionsQuery) -> SessionList:
         return SessionList(message.id, tuple(self._info(s) for s in self.sessions.names()))
@@ -185,6 +225,7 @@ async def serve(ctx: Context) -> None:
             loop.resume()
             log.info("serving: %r, %r", router, loop)
             tasks.start_soon(router.serve)
+            tasks.start_soon(loop.scheduler.serve, tasks)
     finally:
         with anyio.CancelScope(shield=True):
             await model.aclose()

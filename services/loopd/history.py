@@ -242,6 +242,7 @@ class _Turn:
     tokens: int | None = None  # what its answers cost (None: no server said)
     failed: bool = False  # the last turn_end's reason is `error`
     stopped: bool = False  # the last turn_end's reason is `cancelled`: the owner stopped it
+    end: EndReason | None = None  # the last turn_end's reason
 
 
 @dataclass
@@ -315,6 +316,7 @@ class SessionLog:
                 self.ended.add(record.turn)
                 turn.failed = event.reason is EndReason.ERROR
                 turn.stopped = event.reason is EndReason.CANCELLED
+                turn.end = event.reason
             elif isinstance(event, ToolCalled):
                 turn.calls_shown += 1
             elif isinstance(event, AssistantText):
@@ -430,6 +432,10 @@ class SessionLog:
     def stopped(self, turn: int) -> bool:
         """True when the owner stopped `turn` (it ended `cancelled`)."""
         return self._turn(turn).stopped
+
+    def end_reason(self, turn: int) -> EndReason | None:
+        """How `turn` ended (its last `turn_end`), or None while it has not."""
+        return self._turn(turn).end
 
     def last_text(self, turn: int) -> str:
         """The model's last words in `turn` (a sub-agent's answer)."""

@@ -166,11 +166,18 @@ class Turns:
     def emit(self, session: SessionLog, turn: int, event: Event) -> None:
         self._publish(session.event(turn, event))
 
-    async def run(self, session: SessionLog, turn: int, max_tokens: int | None = None) -> str:
+    async def run(
+        self,
+        session: SessionLog,
+        turn: int,
+        max_steps: int | None = None,
+        max_tokens: int | None = None,
+    ) -> str:
         """Run (or resume) `turn` of `session` to its end; the model's last words (none when
-        the owner stopped it). `max_tokens`: the turn's token budget (a job's), past which it
-        ends `budget` after the answer that went past it; `session.turn_tokens(turn)` says
-        what it spent."""
+        the owner stopped it). A job's run gives its own limits (§19): `max_steps`, the
+        turn's model calls (else `[loop] max_steps`); `max_tokens`, its token budget, past
+        which it ends `budget` after the answer that went past it
+        (`session.turn_tokens(turn)` says what it spent)."""
         running = self._running.get(session.session)
         if running is None or running.turn != turn or running.ended.is_set():
             running = self._running[session.session] = Running(turn)
@@ -179,7 +186,7 @@ class Turns:
             if running.scope.cancel_called:
                 return ""  # stopped before it began: the model is never asked
             with running.scope:
-                said = await self._run(session, turn, max_tokens)
+                said = await self._run(session, turn, max_steps, max_tokens)
                 ran = True
                 return said
             return ""  # the owner's cancel (caught here unless a parent's was cancelled too)
@@ -201,9 +208,12 @@ class Turns:
     def _end(self, session: SessionLog, turn: int, reason: EndReason) -> None:
         self.emit(session, turn, TurnEnd(reason, session.turn_tokens(turn)))
 
-    async def _run(self, session: SessionLog, turn: int, max_tokens: int | None) -> str:
+    async def _run(
+        self, session: SessionLog, turn: int, max_steps: int | None, max_tokens: int | None
+    ) -> str:
         depth = depth_of(session.session)
         loop = self.config.loop
+        limit = loop.max_steps if max_steps is None else max_steps
         system = loop.system_prompt if depth == 0 else loop.subagent_prompt
         builtins: list[Offer] = [*BROKERED.values(), *([SPAWN] if depth < loop.max_depth else [])]
         tools: list[Offer] | None = None  # asked of brokerd before the model is first asked
@@ -224,7 +234,7 @@ class Turns:
             await self._answer(session, turn, depth, open_calls, session.reply_calls(turn))
             while True:
                 step = session.steps(turn)
-                if step >= loop.max_steps:
+                if step >= limit:
                     self._end(session, turn, EndReason.MAX_STEPS)
                     return session.last_text(turn)
                 if tools is None:

@@ -64,6 +64,7 @@ class Approval:
     state: ApprovalState = ApprovalState.PENDING
     preview: str | None = None  # write_file: what it would change (§12.2), not in the ledger
     write: bool | None = None  # shell: whether its winner binds the folder writable (issue 15)
+    job: str | None = None  # a job's run: whose, and the grants it sees (§19), not in the ledger
 
     def info(self) -> ApprovalInfo:
         return ApprovalInfo(
@@ -79,6 +80,7 @@ class Approval:
             rfc3339(self.expires_ms),
             self.preview,
             self.write,
+            self.job,
         )
 
     def __repr__(self) -> str:

@@ -125,7 +125,28 @@ KINDS: Mapping[str, tuple[Field, ...]] = {
     "absorbed": (Field("parent", _STR), Field("child", _STR), Field("to", _LABEL)),
     "started": (Field("pid", _INT), Field("version", _STR)),
     "recovered": (Field("cut_bytes", _INT), Field("why", _STR)),
+    # a job's run (§19): loopd's word, checked by brokerd (the session is the run's)
+    "job_started": (
+        Field("job", _STR),
+        Field("run", _INT),
+        Field("session", _STR),
+        Field("why", _one_of("schedule", "catch_up", "owner")),
+        Field("job_sha256", _STR),
+        Field("slot", _STR, False),  # the scheduled time it runs for
+        Field("missed", _INT),
+    ),
+    "job_ended": (
+        Field("job", _STR),
+        Field("run", _INT),
+        Field("session", _STR),
+        Field("how", _one_of("done", "budget", "runtime", "denied", "error", "cancelled")),
+        Field("steps", _INT),
+        Field("runtime_ms", _INT),
+        Field("tokens", _INT, False),
+        Field("detail", _STR, False),
+    ),
 }
+JOB_KINDS = ("job_started", "job_ended")
 
 _HEADER = ("seq", "at", "prev", "kind")
 _ENCODER = json.JSONEncoder(
@@ -301,6 +322,32 @@ def started(*, pid: int, version: str) -> Entry:
 
 def recovered(*, cut_bytes: int, why: str) -> Entry:
     return "recovered", {"cut_bytes": cut_bytes, "why": why}
+
+
+def job_started(
+    *, job: str, run: int, session: str, why: str, job_sha256: str, slot: str | None, missed: int
+) -> Entry:
+    return "job_started", {
+        "job": job, "run": run, "session": session, "why": why, "job_sha256": job_sha256,
+        "slot": slot, "missed": missed,
+    }  # fmt: skip
+
+
+def job_ended(
+    *,
+    job: str,
+    run: int,
+    session: str,
+    how: str,
+    steps: int,
+    runtime_ms: int,
+    tokens: int | None,
+    detail: str | None,
+) -> Entry:
+    return "job_ended", {
+        "job": job, "run": run, "session": session, "how": how, "steps": steps,
+        "runtime_ms": runtime_ms, "tokens": tokens, "detail": detail,
+    }  # fmt: skip
 
 
 # --- checking ------------------------------------------------------------------------------

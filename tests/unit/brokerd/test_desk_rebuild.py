@@ -35,7 +35,8 @@ def test_a_pending_decision_without_its_grant_is_logged_and_the_others_are_rebui
 
     async def rebuilt() -> list[str]:
         nothing = SimpleNamespace()
-        desk = Desk(book=nothing, driver=nothing, judge=nothing, publish=print, ttl_s=60.0)  # type: ignore[arg-type]
+        judge = SimpleNamespace(scope=lambda session: None)  # no job's run
+        desk = Desk(book=nothing, driver=nothing, judge=judge, publish=print, ttl_s=60.0)  # type: ignore[arg-type]
         desk.rebuild([broken, pending("c2")], [])
         return [approval.call for approval in desk.approvals.pending()]
 

@@ -172,10 +172,18 @@ def test_every_builder_makes_a_record_the_checker_accepts() -> None:
         r.absorbed(parent="s", child="sub-s-1", to=TAINTED),
         r.started(pid=42, version="0.1.0"),
         r.recovered(cut_bytes=17, why="line 9: the last line has no newline (a torn write)"),
-    ]
+        r.job_started(
+            job="mail", run=3, session="job-mail-3", why="catch_up", job_sha256="ab" * 32,
+            slot=None, missed=4,
+        ),
+        r.job_ended(
+            job="mail", run=3, session="job-mail-3", how="runtime", steps=2, runtime_ms=900,
+            tokens=None, detail="max_runtime_s 1 passed",
+        ),
+    ]  # fmt: skip
     assert {kind for kind, _ in entries} == set(r.KINDS)
     report = check_chain(chain(entries))
-    assert report.ok and report.records == len(entries) and str(report) == "ok: 8 records"
+    assert report.ok and report.records == len(entries) and str(report) == "ok: 10 records"
 
 
 # --- checking -------------------------------------------------------------------------------

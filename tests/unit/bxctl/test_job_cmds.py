@@ -1,5 +1,6 @@
 """`bxctl job list | show | add | rm` (SPEC §13, §19), offline, in the test's process; `run` and
-`history` say they are not built yet; one `python -m bxctl` run as the owner types it."""
+`history` without a box say so in one line, and pair a run's records; one `python -m bxctl` run
+as the owner types it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from bxcore.jobs import Cron, Job, parse_job
+from bxctl.job_run_cmds import runs_of
 from tests.support.cli import bxctl
 
 BERLIN = {**os.environ, "TZ": "Europe/Berlin"}
@@ -149,10 +151,24 @@ def test_rm_removes_a_job_and_refuses_one_that_is_not_there(home: Path) -> None:
 
 
 @pytest.mark.parametrize("command", ["run", "history"])
-def test_run_and_history_say_they_are_not_built_yet(home: Path, command: str) -> None:
+def test_run_and_history_without_a_box_fail_in_one_line(home: Path, command: str) -> None:
     done = bxctl(home, "job", command, "tick")
     assert done.returncode == 1
-    assert f"`bxctl job {command}` is not built yet" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_history_pairs_each_runs_records_and_shows_a_run_still_going() -> None:
+    at = "2026-05-04T05:30:01.000Z"
+    started = {"kind": "job_started", "at": at, "run": 1, "session": "job-t-1",
+               "why": "schedule", "slot": "2026-05-04T05:30:00.000Z", "missed": 0}  # fmt: skip
+    ended = {"kind": "job_ended", "at": at, "run": 1, "session": "job-t-1", "how": "budget",
+             "steps": 3, "runtime_ms": 1200, "detail": "max_steps 3 reached"}  # fmt: skip
+    going = {**started, "run": 2, "session": "job-t-2", "why": "owner", "slot": None}
+    runs = runs_of([started, ended, going])
+    assert [(r["run"], r["why"], r["how"], r["steps"]) for r in runs] == [
+        (1, "schedule", "budget", 3),
+        (2, "owner", None, None),
+    ]
 
 
 def test_a_job_added_as_the_owner_types_it_is_listed(home: Path) -> None:

@@ -83,6 +83,7 @@ function card(info) {
       ...(info.write === undefined || info.write === null ? [] : [
         el("dt", {}, "Folder"), el("dd", {}, info.write ? "read-write" : "read-only"),
       ]),
+      ...(info.job ? [el("dt", {}, "Job"), el("dd", {}, info.job)] : []),
       el("dt", {}, "Why you are asked"), el("dd", {}, info.why),
       el("dt", {}, "Approval"), el("dd", { class: "mono" }, info.approval),
       el("dt", {}, "Time left"), el("dd", { class: "left" }, "…"),
