@@ -170,6 +170,7 @@ class Turns:
         self,
         session: SessionLog,
         turn: int,
+        *,
         max_steps: int | None = None,
         max_tokens: int | None = None,
     ) -> str:

@@ -98,7 +98,7 @@ async def run_turn(turns: Turns, sessions: Sessions, name: str, max_tokens: int 
     with sessions.held(name) as session:
         turn = session.turns + 1
         session.event(turn, OwnerSaid("go"))
-        return await turns.run(session, turn, max_tokens)
+        return await turns.run(session, turn, max_tokens=max_tokens)
 
 
 def events(sessions: Sessions, name: str) -> list[Any]:
