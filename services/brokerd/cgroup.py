@@ -3,12 +3,14 @@ can be had.
 
 `RLIMIT_AS` bounds one process's address space; it does not count what a tool writes to a
 tmpfs, nor what several processes hold together. A memory cgroup counts all of it. brokerd
-makes one cgroup a call under its own (`boxmaker-tools/b<pid>-call-N`), sets `memory_mb`,
-and puts the sandbox in it while bwrap waits, before anything runs inside (`child.Hold`).
-Only the memory controller is used (processes are bounded by `RLIMIT_NPROC`, which binds
-since no tool runs as root), and only for `shell`: moving a process into a cgroup waits for
-an RCU grace period (about 10 ms here), and the other tools run only the toolkit, whose
-reads and writes are bounded by construction.
+makes one cgroup a call under its own (`boxmaker-tools/b<pid>-call-N`) and sets `memory_mb`.
+In cgroup v1 the toolkit joins it itself, before it starts the command (`joinable`: it is
+handed the cgroup's `tasks` file, opened by brokerd); in v2 brokerd puts the sandbox in it
+while bwrap waits, before anything runs inside (`enter`, `child.Hold`). Only the memory
+controller is used (processes are bounded by `RLIMIT_NPROC`, which binds since no tool runs
+as root), and only for `shell`: moving a whole process into a cgroup waits for an RCU grace
+period (11 ms here, loaded), and the other tools run only the toolkit, whose reads and
+writes are bounded by construction.
 
 It can be had only where brokerd may write its own cgroup: as root with cgroup v1's memory
 controller, or under systemd with `Delegate=yes` on cgroup v2. Elsewhere `discover` says why
@@ -79,6 +81,15 @@ class Cgroups:
             _write(folder / "memory.limit_in_bytes", str(self.memory_bytes))
             _write_if_there(folder / "memory.memsw.limit_in_bytes", str(self.memory_bytes))
         return Slot(name, (folder,))
+
+    def joinable(self, slot: Slot) -> Path | None:
+        """The file where the call's toolkit writes `0` to join the cgroup itself, before it
+        starts the command (cgroup v1's `tasks`: a thread that moves only itself skips the
+        kernel's global lock, whose RCU grace period a whole process's move waits for); None
+        where there is none (v2 moves whole processes: brokerd moves the sandbox, `enter`)."""
+        if self.version != 1 or len(slot.folders) != 1:
+            return None
+        return slot.folders[0] / "tasks"
 
     def enter(self, slot: Slot, pid: int) -> None:
         """Put process `pid` in the call's cgroup (each hierarchy). OSError if it cannot."""

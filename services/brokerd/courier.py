@@ -236,18 +236,27 @@ class Courier:
                 checks = _identities(call)
                 hold = None
                 # Only a shell runs code of the model's; the other tools are the toolkit alone,
-                # whose reads and writes are bounded by construction. A move into a cgroup
-                # costs an RCU grace period (about 10 ms, docs/sandbox.md).
+                # whose reads and writes are bounded by construction. Where the toolkit can
+                # join the cgroup itself (v1) it does, before the command starts; else the
+                # sandbox is moved while bwrap waits, which costs an RCU grace period (11 ms
+                # loaded, docs/performance.md).
                 bounded = self.cgroups is not None and call.mount is Mount.WORKDIR
                 slot = self.cgroups.take() if bounded and self.cgroups is not None else None
+                moved = slot  # the cgroup brokerd moves the sandbox into, if any
                 if slot is not None:
                     assert self.cgroups is not None
                     held.callback(self.cgroups.give_back, slot)
-                if drop_to is not None or slot is not None:
+                    joinable = self.cgroups.joinable(slot)
+                    if joinable is not None:
+                        cgroup_fd = os.open(joinable, os.O_WRONLY | os.O_CLOEXEC)
+                        held.callback(os.close, cgroup_fd)
+                        call = dataclasses.replace(call, cgroup_fd=cgroup_fd)
+                        moved = None
+                if drop_to is not None or moved is not None:
                     info, info_w = _pipe(held)
                     block_r, release = _pipe(held)
                     call = dataclasses.replace(call, info_fd=info_w, block_fd=block_r)
-                    move = functools.partial(self._enter, slot) if slot is not None else None
+                    move = functools.partial(self._enter, moved) if moved is not None else None
                     hold = Hold(info, release, self._map_user, move)
             except OSError as error:
                 log.error("cannot prepare a sandbox: %s", error)

@@ -123,6 +123,7 @@ class Call:
     seccomp_fd: int = -1  # a pipe holding the filter program
     info_fd: int = -1  # bwrap writes the sandbox's pid here, then ...
     block_fd: int = -1  # ... waits for a byte here (the user is mapped, the cgroup joined)
+    cgroup_fd: int = -1  # the call's cgroup's `tasks`, which the toolkit joins (`cgroup`)
     env: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -130,7 +131,7 @@ class Call:
         """The descriptors this call hands to bwrap."""
         found = [self.bound] if self.bound is not None else []
         found += [layer.fd for layer in self.layers]
-        found += [self.seccomp_fd, self.info_fd, self.block_fd]
+        found += [self.seccomp_fd, self.info_fd, self.block_fd, self.cgroup_fd]
         return tuple(fd for fd in found if fd is not None and fd >= 0)
 
 
@@ -210,6 +211,8 @@ def command(host: Host, call: Call) -> list[str]:
     if host.drop_to is not None:
         env["BX_USER"] = f"{host.drop_to[0]}:{host.drop_to[1]}"
         env["BX_USERNS"] = "0"
+    if call.cgroup_fd >= 0:
+        env["BX_CGROUP_FD"] = str(call.cgroup_fd)
     if call.checks:
         env["BX_BOUND"] = ";".join(
             f"{dev}:{ino}:{path.encode().hex()}" for path, dev, ino in call.checks

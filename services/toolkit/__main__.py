@@ -108,9 +108,17 @@ def _shell(
     limits = _limits(environ)
     if isinstance(limits, Outcome):
         return limits
+    cgroup = _cgroup_fd(environ)
+    if isinstance(cgroup, Outcome):
+        return cgroup
     cwd = arguments["cwd"] if "cwd" in arguments else environ.get("BX_ROOT") or "/"
     return run_shell(
-        arguments["command"], cwd, timeout_s, reap_orphans=whole_process, limits=limits
+        arguments["command"],
+        cwd,
+        timeout_s,
+        reap_orphans=whole_process,
+        limits=limits,
+        cgroup=cgroup,
     )
 
 
@@ -154,6 +162,17 @@ def _limits(environ: "Mapping[str, str]") -> "tuple[int | None, int | None] | Ou
         else:
             return Outcome.misuse(f"toolkit: {name} is not a positive integer: {quoted(text)}")
     return found[0], found[1]
+
+
+def _cgroup_fd(environ: "Mapping[str, str]") -> "int | Outcome | None":
+    """BX_CGROUP_FD: the call's memory cgroup, to join before the command starts (a
+    descriptor above 2); unset: there is none."""
+    text = environ.get("BX_CGROUP_FD")
+    if text is None:
+        return None
+    if text.isascii() and text.isdigit() and int(text) > 2:
+        return int(text)
+    return Outcome.misuse(f"toolkit: BX_CGROUP_FD is not a descriptor: {quoted(text)}")
 
 
 def _timeout(environ: "Mapping[str, str]", default: float) -> "float | Outcome":

@@ -37,6 +37,7 @@ def run_shell(
     *,
     reap_orphans: bool = False,
     limits: tuple[int | None, int | None] = (None, None),
+    cgroup: int | None = None,
 ) -> Outcome:
     """Run `command` in `cwd`; see the module docstring for what the model reads.
 
@@ -45,7 +46,9 @@ def run_shell(
     (`setsid`, a double fork) is orphaned to it, then killed and reaped too, and seals it:
     nothing the command runs may gain a privilege. `limits` (memory in MiB, processes) are
     set on this process, and so inherited by the command, before it starts (the toolkit's
-    process exists for this call alone); no core is ever dumped.
+    process exists for this call alone); no core is ever dumped. `cgroup`: the call's memory
+    cgroup's `tasks` file, which this process joins, then closes, before the command starts
+    (so everything the command starts is in it); if it cannot, the command does not run.
     """
     why = _not_a_folder(cwd)
     if why is not None:
@@ -55,6 +58,10 @@ def run_shell(
             return Outcome.misuse("toolkit: shell: cannot forbid new privileges")
         reap_orphans = _become_subreaper()
     _limit(*limits)
+    if cgroup is not None:
+        why = _join(cgroup)
+        if why is not None:
+            return Outcome.misuse(f"toolkit: shell: cannot join the call's memory cgroup: {why}")
     try:
         pid, output_fd = _spawn(command, cwd)
     except OSError as error:
@@ -108,6 +115,23 @@ def _spawn(command: str, cwd: str) -> tuple[int, int]:
         posix.fchdir(here)
         posix.close(here)
     return pid, reading
+
+
+def _join(fd: int) -> str | None:
+    """Move this thread, the process's only one, into the cgroup whose `tasks` file `fd` is
+    (cgroup v1: `0` names the writer), then close `fd`; why not, or None. A thread that
+    moves only itself skips the kernel's global lock, which a move of a whole process holds
+    for an RCU grace period: 0.02 ms against 11 (6.18 kernel, 2-core x86_64, loaded)."""
+    try:
+        posix.write(fd, b"0")
+    except OSError as error:
+        return error.strerror or str(error)
+    finally:
+        try:  # noqa: SIM105
+            posix.close(fd)
+        except OSError:
+            pass
+    return None
 
 
 def _close_on_exec_all() -> None:

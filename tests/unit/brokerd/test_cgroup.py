@@ -59,3 +59,12 @@ def test_stale_call_cgroups_of_brokerds_gone_are_removed_and_others_kept(tmp_pat
     found = discover(64, proc="4:memory:/\n", root=tmp_path)
     assert isinstance(found, Cgroups)
     assert not gone.exists() and alive.exists()
+
+
+def test_in_cgroup_v1_the_toolkit_joins_its_cgroup_itself_through_its_tasks_file(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "boxmaker-tools"
+    slot = cgroup.Slot("b1-call-1", (folder / "b1-call-1",))
+    assert Cgroups(1, folder, 64).joinable(slot) == folder / "b1-call-1" / "tasks"
+    assert Cgroups(2, folder, 64).joinable(slot) is None  # v2: brokerd moves the sandbox

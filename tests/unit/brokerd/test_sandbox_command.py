@@ -192,6 +192,13 @@ def test_a_hold_for_a_cgroup_waits_after_setup_when_brokerd_is_not_root() -> Non
     assert parsed.args("--info-fd") == [("11",)] and parsed.args("--block-fd") == [("12",)]
 
 
+def test_a_cgroup_the_toolkit_joins_itself_is_handed_over_as_a_descriptor() -> None:
+    for argv in (command(HOST, call_for("shell", cgroup_fd=14)), rooted("shell", cgroup_fd=14)):
+        parsed = parse(argv)
+        assert parsed.env["BX_CGROUP_FD"] == "14" and not parsed.named("--block-fd")
+    assert "BX_CGROUP_FD" not in parse(command(HOST, call_for("shell"))).env
+
+
 @pytest.mark.parametrize("tool", SANDBOXED)
 def test_the_seccomp_filter_is_loaded_when_given(tool: str) -> None:
     assert parse(command(HOST, call_for(tool, seccomp_fd=9))).args("--seccomp") == [("9",)]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -146,4 +149,56 @@ def test_shell_kills_what_the_command_left_running_and_does_not_wait_for_it(tool
 def test_a_timeout_that_is_not_a_positive_number_is_misuse(toolkit, tmp_path, value) -> None:
     ran = _shell(toolkit, "true", tmp_path, BX_TIMEOUT_S=value)
     expected = f'toolkit: BX_TIMEOUT_S is not a positive number: "{value}"\n'
+    assert (ran.exit, ran.stdout, ran.stderr) == (2, "", expected)
+
+
+# --- the call's memory cgroup, joined before the command starts (BX_CGROUP_FD) ----------
+
+
+def _joining(toolkit_command, tmp_path: Path, target: Path):
+    """The toolkit's shell given `target` as its cgroup's `tasks` file (here a plain file of
+    the test's, which records what was written to it): the exit, the output, the error, what
+    the toolkit wrote there, and whether the command ran."""
+    ran = tmp_path / "ran"
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    held = f"test -e /proc/self/fd/{fd} && echo held || echo ran"  # closed before it starts?
+    arguments = tmp_path / "arguments.json"
+    arguments.write_text(json.dumps({"command": f": > {ran}; {held}", "cwd": str(tmp_path)}))
+    try:
+        with arguments.open("rb") as stdin:
+            done = subprocess.run(
+                [*toolkit_command, "shell"],
+                stdin=stdin,
+                capture_output=True,
+                env={"BX_CGROUP_FD": str(fd)},
+                pass_fds=(fd,),
+                timeout=20,
+            )
+    finally:
+        os.close(fd)
+    written = target.read_bytes() if target.is_file() else None
+    return done.returncode, done.stdout.decode(), done.stderr.decode(), written, ran.exists()
+
+
+def test_a_shell_joins_its_cgroup_itself_then_runs_the_command_without_its_descriptor(
+    toolkit_command, tmp_path
+) -> None:
+    code, out, err, written, ran = _joining(toolkit_command, tmp_path, tmp_path / "tasks")
+    assert (code, out, err) == (0, "ran\n[exit status 0]", "")
+    assert written == b"0" and ran  # `0`: the writer itself
+
+
+def test_a_shell_that_cannot_join_its_cgroup_runs_nothing(toolkit_command, tmp_path) -> None:
+    full = tmp_path / "full"
+    full.symlink_to("/dev/full")  # every write fails: ENOSPC
+    code, out, err, _, ran = _joining(toolkit_command, tmp_path, full)
+    assert (code, out) == (2, "")
+    assert err == "toolkit: shell: cannot join the call's memory cgroup: No space left on device\n"
+    assert not ran
+
+
+@pytest.mark.parametrize("value", ["", "x", "2", "-4"])
+def test_a_cgroup_descriptor_that_is_not_one_is_misuse(toolkit, tmp_path, value) -> None:
+    ran = _shell(toolkit, "true", tmp_path, BX_CGROUP_FD=value)
+    expected = f'toolkit: BX_CGROUP_FD is not a descriptor: "{value}"\n'
     assert (ran.exit, ran.stdout, ran.stderr) == (2, "", expected)
