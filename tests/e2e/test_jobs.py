@@ -1,9 +1,10 @@
 """Jobs through the whole box (`bxctl up`, the fake model scripted by each job's prompt; SPEC
 §19, issue 16), on schedules of a few seconds: a job runs on time with only its grants; its
-budgets end it `budget` and `runtime`; a missed run with `catch_up = "once"` runs once after
-`bxctl up`, with `skip` not at all; an approval from a job waits for the owner, no second run
-starts meanwhile, a SIGKILL of loopd neither loses nor doubles the run, and the owner's refusal
-ends it `denied`; the next run comes on schedule. No sleeps: every wait polls a condition."""
+budgets (steps, tokens, runtime) end it `budget` and `runtime`; a missed run with `catch_up =
+"once"` runs once after `bxctl up`, with `skip` not at all; an approval from a job waits for
+the owner, no second run starts meanwhile, a SIGKILL of loopd neither loses nor doubles the
+run, and the owner's refusal ends it `denied`; the next run comes on schedule. No sleeps: every
+wait polls a condition."""
 
 from __future__ import annotations
 
@@ -65,6 +66,7 @@ def before_up(home: Path) -> None:
         'every = "2s"\nprompt = "job timer"\ngrants = ["workspace-shell"]\nmax_runtime_s = 2\n',
     )  # fmt: skip
     job_file(home, "manual", 'every = "366d"\nprompt = "job manual"\n')
+    job_file(home, "spender", 'every = "2s"\nprompt = "job spender"\nmax_tokens = 1500\n')
     for catch_up in ("once", "skip"):
         job_file(
             home, f"catch-{catch_up}",
@@ -91,6 +93,8 @@ def box() -> Iterator[UpBox]:
         for catch_up in ("once", "skip"):
             up.model.script(f"job catch {catch_up}", Answer("caught up"))
         up.model.script("job manual", Answer("by hand", delay_s=2.0))
+        costly = Answer(tool_calls=up.model.calls(("memory", memory)).tool_calls, usage=(900, 100))
+        up.model.script("job spender", *[costly] * 5)
         yield up
 
 
@@ -114,6 +118,17 @@ def test_a_job_runs_on_time_with_only_its_grants(box: UpBox) -> None:
 def test_max_steps_ends_a_run_budget(box: UpBox) -> None:
     record = ended(box, "looper", 1)
     assert (record["how"], record["steps"]) == ("budget", 2)
+
+
+def test_max_tokens_ends_a_run_budget_after_the_answer_that_went_past_it(box: UpBox) -> None:
+    record = ended(box, "spender", 1)
+    assert (record["how"], record["steps"], record["tokens"]) == ("budget", 2, 2000)
+    assert "max_tokens" in record["detail"]
+    decided = [
+        r for r in ledger_records(box.home)
+        if r["kind"] == "decision" and r["session"] == "job-spender-1"
+    ]  # fmt: skip
+    assert len(decided) == 1  # the second answer's call, past the budget, never reached brokerd
 
 
 def test_max_runtime_ends_a_run_waiting_for_the_owner_runtime(box: UpBox) -> None:
