@@ -105,7 +105,7 @@ function results(runs) {
 }
 
 function chatLink(session) {
-  return el("a", { class: "mono", href: `#chat/${encodeURIComponent(session)}` }, session);
+  return el("a", { class: "mono", href: `#chat/${session}` }, session);
 }
 
 function when(iso) {

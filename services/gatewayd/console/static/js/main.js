@@ -74,7 +74,7 @@ function route() {
   clearInterval(poll);
   if (LIVE_EVERY_MS[view]) poll = setInterval(() => VIEWS[view].refresh(), LIVE_EVERY_MS[view]);
   // `#chat/SESSION` (a job's run linked from Jobs) opens that session.
-  const ready = view === "chat" && detail ? chat.open(decodeURIComponent(detail)) : VIEWS[view].refresh();
+  const ready = view === "chat" && detail ? chat.open(detail) : VIEWS[view].refresh();
   if (view === "approvals" && detail) ready.then(() => approvals.focus(detail));
   if (changed && document.activeElement?.closest("nav")) {
     // A link followed from the keyboard: the view's heading is where reading goes on.
