@@ -1,6 +1,6 @@
-"""The jobs folder (SPEC §19): reading every `{home}/jobs/*.toml`, writing a new job and
-removing one. The one code behind `bxctl job list | show | add | rm` (and, later, loopd's
-scheduler and the console's Jobs view).
+"""The jobs folder (SPEC §19): reading every `{home}/jobs/*.toml`, writing a new job, turning
+one on or off, and removing one. The one code behind `bxctl job list | show | add | rm`, loopd's
+scheduler and the console's Jobs view.
 
 Parsing is `bxcore.jobs`'s; a job is written as TOML and parsed back before it is linked into
 place, so what is written is what the scheduler will read. Every refusal is a `JobRefused`
@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+import tomllib
 from collections.abc import Set
 from dataclasses import dataclass
 from pathlib import Path
 
 from bxcore import owner_toml
-from bxcore.atomic import create_atomically
+from bxcore.atomic import create_atomically, write_atomically
 from bxcore.config import toml_value
 from bxcore.ids import valid_grant_id
 from bxcore.jobs import MAX_JOB_BYTES, InvalidJob, Job, check_grants, parse_job
@@ -25,6 +27,9 @@ from bxcore.jobs import MAX_JOB_BYTES, InvalidJob, Job, check_grants, parse_job
 FOLDER_MODE = 0o700
 FILE_MODE = 0o600
 _NOTHING = hashlib.sha256(b"").hexdigest()
+#: A line that may hold the top-level `enabled` key (a multi-line prompt may hold one too: a
+#: rewrite is kept only when the file parses back to the same table with `enabled` changed).
+_ENABLED_LINE = re.compile(r"^[ \t]*enabled[ \t]*=.*$", re.MULTILINE)
 
 
 class JobRefused(Exception):
@@ -132,6 +137,46 @@ def remove_job(folder: Path, job_id: str) -> None:
         raise JobRefused(f"no job {job_id!r} in {folder}") from None
     except OSError as error:
         raise JobRefused(f"cannot remove the job {job_id!r}: {error.strerror}") from None
+
+
+def set_enabled(folder: Path, job_id: str, enabled: bool, known: Set[str]) -> Job | InvalidJob:
+    """Rewrite `{folder}/{job_id}.toml` with `enabled` set, durably and atomically; every other
+    key, comment and line stays as it was. The job as it then reads; JobRefused when there is
+    no such job or its file is no TOML table (nothing is written)."""
+    path = folder / f"{job_id}.toml"
+    read_job(folder, job_id, known)  # JobRefused: no such job, or no job id
+    old = _toml_text(path)
+    table = tomllib.loads(old)
+    wanted = {**table, "enabled": enabled}
+    line = f"enabled = {toml_value(enabled)}"
+    tries = [old[: m.start()] + line + old[m.end() :] for m in _ENABLED_LINE.finditer(old)]
+    tries.append(f"{line}\n{old}")  # top-level whatever follows: before any table header
+    new = next((text for text in tries if _table_or_none(text) == wanted), None)
+    if new is None:
+        raise JobRefused(f"cannot set enabled in {path}: edit the file by hand")
+    try:
+        write_atomically(path, new.encode(), mode=FILE_MODE)
+    except OSError as error:
+        raise JobRefused(f"cannot write the job {job_id!r}: {error.strerror}") from None
+    return check_grants(parse_job(job_id, new.encode()), known)
+
+
+def _toml_text(path: Path) -> str:
+    """The job file's text, once it is a TOML table (a valid job or not); else JobRefused."""
+    try:
+        text = read_job_bytes(path).decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        raise JobRefused(f"cannot rewrite {path}: it cannot be read as UTF-8 text") from None
+    if _table_or_none(text) is None:
+        raise JobRefused(f"cannot rewrite {path}: it is not TOML; fix it by hand")
+    return text
+
+
+def _table_or_none(text: str) -> dict[str, object] | None:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return None
 
 
 def read_job(folder: Path, job_id: str, known: Set[str]) -> Job | InvalidJob:

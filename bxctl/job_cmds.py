@@ -14,11 +14,11 @@ from typing import Annotated, Any
 import typer
 
 from bxcore import job_files
-from bxcore.clock import local_zone, rfc3339
+from bxcore.clock import local_zone
 from bxcore.home import Home
 from bxcore.job_files import JobFields, JobRefused
+from bxcore.job_view import job_json, upcoming
 from bxcore.jobs import Cron, InvalidJob, Job
-from bxcore.schedule import next_runs
 from bxctl import job_run_cmds
 from bxctl.init import make_folder
 from bxctl.output import fail, print_json, say, table
@@ -49,35 +49,6 @@ def _local(moment: datetime, zone: tzinfo) -> str:
     return moment.astimezone(zone).strftime("%a %Y-%m-%d %H:%M:%S %Z")
 
 
-def _utc(moment: datetime) -> str:
-    return rfc3339(int(moment.timestamp() * 1000))
-
-
-def _runs(job: Job, zone: tzinfo, now: datetime, count: int) -> list[datetime]:
-    return next_runs(job.timing, zone, now, count) if job.enabled else []
-
-
-def job_json(job: Job | InvalidJob, zone: tzinfo, now: datetime, count: int) -> dict[str, Any]:
-    if isinstance(job, InvalidJob):
-        return {"id": job.id, "valid": False, "problem": job.problem, "sha256": job.sha256}
-    runs = _runs(job, zone, now, count)
-    return {
-        "id": job.id,
-        "valid": True,
-        "schedule": job.timing.expression if isinstance(job.timing, Cron) else None,
-        "every": None if isinstance(job.timing, Cron) else job.timing.text,
-        "prompt": job.prompt,
-        "grants": list(job.grants),
-        "max_steps": job.max_steps,
-        "max_tokens": job.max_tokens,
-        "max_runtime_s": job.max_runtime_s,
-        "catch_up": job.catch_up.value,
-        "enabled": job.enabled,
-        "sha256": job.sha256,
-        "next_runs": [_utc(run) for run in runs],
-    }
-
-
 def _budget(job: Job) -> str:
     return f"{job.max_steps} steps, {job.max_tokens} tokens, {job.max_runtime_s} s"
 
@@ -101,7 +72,7 @@ def list_(ctx: typer.Context, as_json: JsonOption = False) -> None:
             rows.append([job.id, "INVALID", "", "", "", job.problem])
             styles[index] = "red"
             continue
-        runs = _runs(job, zone, now, 1)
+        runs = upcoming(job, zone, now, 1)
         following = _local(runs[0], zone) if runs else "never"
         next_text = following if job.enabled else "disabled"
         grants = ", ".join(job.grants) or "(none)"
@@ -131,7 +102,7 @@ def show(
         say(f"grants: {', '.join(job.grants) or '(none: the job may call no tool)'}")
         say(f"budget per run: {_budget(job)}")
         say(f"catch up: {job.catch_up}")
-        for run in _runs(job, zone, now, SHOWN_RUNS):
+        for run in upcoming(job, zone, now, SHOWN_RUNS):
             say(f"next run: {_local(run, zone)}")
         say("prompt:")
         for line in job.prompt.splitlines():
@@ -185,7 +156,7 @@ def add(
         job = job_files.add_job(home.jobs, job_id, fields, _known_grants(home), "`bxctl job add`")
     except JobRefused as error:
         fail(str(error))
-    runs = _runs(job, local_zone(os.environ), datetime.now(UTC), 1)
+    runs = upcoming(job, local_zone(os.environ), datetime.now(UTC), 1)
     first = f"; next run {_local(runs[0], local_zone(os.environ))}" if runs else ""
     say(f"added {job_id}: {_when(job)}{first}")
 

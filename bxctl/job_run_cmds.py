@@ -10,12 +10,13 @@ import os
 import secrets
 import time
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from bxcore.clock import local_zone, parse_rfc3339
 from bxcore.home import Home
+from bxcore.job_view import runs_of
 from bxcore.messages import (
     AuditRecords,
     History,
@@ -105,25 +106,3 @@ def history(
         for run in runs
     ]  # fmt: skip
     table(["RUN", "STARTED", "WHY", "ENDED", "HOW", "STEPS", "TOKENS", "RUNTIME", "DETAIL"], rows)
-
-
-def runs_of(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """`job_started` and `job_ended` records paired by run, oldest first."""
-    runs: dict[int, dict[str, Any]] = {}
-    for record in records:
-        run = runs.setdefault(
-            int(record["run"]),
-            {
-                "run": record["run"], "session": record["session"], "started": None,
-                "why": None, "slot": None, "missed": None, "ended": None, "how": None,
-                "steps": None, "tokens": None, "runtime_ms": None, "detail": None,
-            },
-        )  # fmt: skip
-        if record["kind"] == "job_started":
-            run.update(started=record["at"], why=record["why"], slot=record.get("slot"),
-                       missed=record["missed"])  # fmt: skip
-        else:
-            run.update(ended=record["at"], how=record["how"], steps=record["steps"],
-                       tokens=record.get("tokens"), runtime_ms=record["runtime_ms"],
-                       detail=record.get("detail"))  # fmt: skip
-    return [runs[key] for key in sorted(runs)]

@@ -21,7 +21,7 @@ from tests.support.e2e import UpBox
 
 DESKTOP: ViewportSize = {"width": 1280, "height": 800}
 PHONE: ViewportSize = {"width": 390, "height": 844}
-VIEWS = ("Chat", "Approvals", "Ledger", "Grants", "Memory", "Services")
+VIEWS = ("Chat", "Approvals", "Ledger", "Grants", "Memory", "Services", "Jobs")
 SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
 MUTATION = {"Content-Type": "application/json", "X-BX-Console": "1"}
 

@@ -71,6 +71,9 @@ ROUTES: list[tuple[str, str, dict[str, Any] | None]] = [
     ("POST", "/api/services/memoryd/restart", {}),
     ("GET", "/api/services/loopd/logs?n=5", None),
     ("GET", "/api/events", None),
+    ("GET", "/api/jobs", None),
+    ("POST", "/api/jobs/r401/run", {}),
+    ("POST", "/api/jobs/r401/enabled", {"enabled": False}),
 ]
 
 

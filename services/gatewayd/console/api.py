@@ -95,7 +95,8 @@ def as_json(message: object) -> dict[str, Any]:
 M = TypeVar("M", bound=Message)
 
 
-def _rid() -> str:
+def rid() -> str:
+    """A fresh id for one request to another service."""
     return f"c-{secrets.token_hex(8)}"
 
 
@@ -165,11 +166,11 @@ class Backend:
     # --- sessions -------------------------------------------------------------------------
 
     async def sessions(self, request: Request) -> Response:
-        found: SessionList = await self.ask(self.loop, SessionsQuery(_rid()), SessionList)
+        found: SessionList = await self.ask(self.loop, SessionsQuery(rid()), SessionList)
         rows = []
         for info in sorted(found.sessions, key=lambda s: s.updated, reverse=True)[:500]:
             try:
-                state: State = await self.ask(self.admin, StateQuery(_rid(), info.session), State)
+                state: State = await self.ask(self.admin, StateQuery(rid(), info.session), State)
                 label: dict[str, Any] | None = as_json(state.label)
             except Refused:
                 label = None
@@ -181,7 +182,7 @@ class Backend:
 
     async def tokens(self, request: Request) -> Response:
         """The box's tokens today and `[loop] max_tokens_per_day` (§19), as loopd counts them."""
-        found: Tokens = await self.ask(self.loop, TokensQuery(_rid()), Tokens)
+        found: Tokens = await self.ask(self.loop, TokensQuery(rid()), Tokens)
         return JSONResponse(
             {"day": found.day, "tokens": found.tokens, "max_per_day": found.max_per_day}
         )
@@ -189,7 +190,7 @@ class Backend:
     async def history(self, request: Request) -> Response:
         session = request.path_params["session"]
         after = number(request, "after", 0, 2**53)
-        page: History = await self.ask(self.loop, HistoryQuery(_rid(), session, after), History)
+        page: History = await self.ask(self.loop, HistoryQuery(rid(), session, after), History)
         events = [as_json(event) for event in page.events]
         return JSONResponse({"session": session, "events": events, "more": page.more})
 
@@ -198,19 +199,19 @@ class Backend:
         text = (await body(request, {"text": str})).get("text")
         if not isinstance(text, str) or not text.strip():
             raise Refused(400, "say something: the text is empty")
-        answer = await self.gateway.owner_message(checked(OwnerMessage(_rid(), session, text)))
+        answer = await self.gateway.owner_message(checked(OwnerMessage(rid(), session, text)))
         return JSONResponse(as_json(self.answer(answer, object, "loopd")), 202)
 
     async def cancel(self, request: Request) -> Response:
         session = request.path_params["session"]
         await body(request, {})
-        answer = await self.gateway.cancel(checked(Cancel(_rid(), session)))
+        answer = await self.gateway.cancel(checked(Cancel(rid(), session)))
         return JSONResponse(as_json(self.answer(answer, object, "loopd")))
 
     # --- approvals --------------------------------------------------------------------------
 
     async def pending(self, request: Request) -> Response:
-        answer = await self.gateway.pending_query(PendingQuery(_rid()))
+        answer = await self.gateway.pending_query(PendingQuery(rid()))
         found: PendingList = self.answer(answer, PendingList, "brokerd")
         return JSONResponse({"approvals": [as_json(a) for a in found.approvals]})
 
@@ -221,7 +222,7 @@ class Backend:
         scope = given.get("scope", "once")
         if scope not in ("once", "session"):
             raise Refused(400, 'scope must be "once" or "session"')
-        message = VerdictRequest(_rid(), request.path_params["approval"], given["approve"],
+        message = VerdictRequest(rid(), request.path_params["approval"], given["approve"],
                                  scope, BY)  # fmt: skip
         answer = await self.gateway.verdict(checked(message))
         return JSONResponse(as_json(self.answer(answer, object, "brokerd")))
@@ -233,7 +234,7 @@ class Backend:
         session = request.query_params.get("session") or None
         kind = request.query_params.get("kind") or None
         found: AuditRecords = await self.ask(
-            self.admin, AuditTail(_rid(), LEDGER_TAIL, session), AuditRecords
+            self.admin, AuditTail(rid(), LEDGER_TAIL, session), AuditRecords
         )
         records = []
         for line in found.records:
@@ -244,7 +245,7 @@ class Backend:
 
     async def verify(self, request: Request) -> Response:
         await body(request, {})
-        report: AuditReport = await self.ask(self.admin, AuditVerify(_rid()), AuditReport)
+        report: AuditReport = await self.ask(self.admin, AuditVerify(rid()), AuditReport)
         seen = self.heads.newest
         witnessed = None if seen is None else {"seq": seen.seq, "hash": seen.hash}
         return JSONResponse({**as_json(report), "witnessed": witnessed})
@@ -252,7 +253,7 @@ class Backend:
     # --- grants -------------------------------------------------------------------------------
 
     async def grants(self, request: Request) -> Response:
-        found: GrantList = await self.ask(self.admin, GrantsReload(_rid()), GrantList)
+        found: GrantList = await self.ask(self.admin, GrantsReload(rid()), GrantList)
         return JSONResponse({"grants": [as_json(g) for g in found.grants]})
 
     async def add_grant(self, request: Request) -> Response:
@@ -270,7 +271,7 @@ class Backend:
         if not all(isinstance(item, str) for item in match):
             raise Refused(400, "'match' must be a list of NAME=VALUE strings")
         message = GrantAdd(
-            _rid(),
+            rid(),
             given["id"],
             given["tool"],
             given.get("mode") or "allow",
@@ -287,7 +288,7 @@ class Backend:
         return JSONResponse({"grants": [as_json(g) for g in found.grants]}, 201)
 
     async def remove_grant(self, request: Request) -> Response:
-        message = GrantRemove(_rid(), request.path_params["grant"])
+        message = GrantRemove(rid(), request.path_params["grant"])
         found: GrantList = await self.ask(self.admin, message, GrantList)
         return JSONResponse({"grants": [as_json(g) for g in found.grants]})
 
@@ -298,19 +299,19 @@ class Backend:
             arguments = json.dumps(arguments, ensure_ascii=False)
         if not given.get("session") or not given.get("tool"):
             raise Refused(400, "explain needs a session and a tool")
-        message = Explain(_rid(), given["session"], given["tool"], arguments)
+        message = Explain(rid(), given["session"], given["tool"], arguments)
         return JSONResponse(as_json(await self.ask(self.admin, message, object)))
 
     # --- memory and services ----------------------------------------------------------------
 
     async def memory(self, request: Request) -> Response:
         query = request.query_params.get("q") or None
-        found: Notes = await self.ask(self.admin, NotesQuery(_rid(), query), Notes)
+        found: Notes = await self.ask(self.admin, NotesQuery(rid(), query), Notes)
         return JSONResponse(as_json(found))
 
     async def services(self, request: Request) -> Response:
         report: SupervisorReport = await self.ask(
-            self.supervisor, SupervisorStatus(_rid()), SupervisorReport
+            self.supervisor, SupervisorStatus(rid()), SupervisorReport
         )
         rows = []
         for info in report.services:
@@ -323,7 +324,7 @@ class Backend:
     async def restart(self, request: Request) -> Response:
         name = service_name(request)
         await body(request, {})
-        message = SupervisorRestart(_rid(), name)
+        message = SupervisorRestart(rid(), name)
         report = await self.ask(self.supervisor, message, SupervisorReport)
         return JSONResponse({"restarted": name, "services": [as_json(s) for s in report.services]})
 

@@ -20,6 +20,7 @@ from services.gatewayd.console import access
 from services.gatewayd.console.api import Backend, Refused, body, fail
 from services.gatewayd.console.feed import Feed
 from services.gatewayd.console.guard import Guard
+from services.gatewayd.console.jobs_api import Jobs
 
 log = logging.getLogger("gatewayd")
 
@@ -59,6 +60,7 @@ class Console:
         self.limiter = access.LoginLimiter()
         self._clock = clock
         b = backend
+        jobs = Jobs(backend)
         api = [
             ("/api/login", self.login, ["POST"]),
             ("/api/logout", self.logout, ["POST"]),
@@ -80,6 +82,9 @@ class Console:
             ("/api/services", b.services, ["GET"]),
             ("/api/services/{name}/restart", b.restart, ["POST"]),
             ("/api/services/{name}/logs", b.logs, ["GET"]),
+            ("/api/jobs", jobs.jobs, ["GET"]),
+            ("/api/jobs/{job}/run", jobs.run, ["POST"]),
+            ("/api/jobs/{job}/enabled", jobs.enabled, ["POST"]),
         ]
         routes: list[BaseRoute] = [
             Route(path, refusals(handler), methods=methods) for path, handler, methods in api

@@ -1,5 +1,6 @@
 """The jobs folder (SPEC §19): read with its invalid jobs flagged, written whole and never over
-an existing job, parsed back before it is written, removed."""
+an existing job, parsed back before it is written, turned on and off with nothing else in its
+file changed, removed."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from bxcore.job_files import (
     read_job,
     read_jobs,
     remove_job,
+    set_enabled,
 )
 from bxcore.jobs import CatchUp, Every, Job, parse_job
 
@@ -104,6 +106,44 @@ def test_add_refuses_an_invalid_job_with_the_parsers_reason(
     with pytest.raises(JobRefused, match=why.replace("(", r"\(")):
         add_job(tmp_path, job_id, fields, known, "a test")
     assert os.listdir(tmp_path) == []
+
+
+def test_enabled_is_set_in_place_and_nothing_else_in_the_file_changes(tmp_path: Path) -> None:
+    text = (
+        '# mine\nevery = "10s"  # often\nenabled = true # for now\nprompt = """\nenabled = 1\n"""\n'
+    )
+    (tmp_path / "tick.toml").write_text(text)
+    job = set_enabled(tmp_path, "tick", False, set())
+    assert isinstance(job, Job) and not job.enabled
+    assert (tmp_path / "tick.toml").read_text() == text.replace(
+        "enabled = true # for now", "enabled = false"
+    )
+    assert (tmp_path / "tick.toml").stat().st_mode & 0o777 == 0o600
+    assert sorted(os.listdir(tmp_path)) == ["tick.toml"]
+    again = set_enabled(tmp_path, "tick", True, set())
+    assert isinstance(again, Job) and again.enabled and again.prompt == "enabled = 1\n"
+
+
+def test_enabled_is_added_when_the_file_has_none_and_an_invalid_job_keeps_its_problem(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "tick.toml").write_bytes(TICK)
+    job = set_enabled(tmp_path, "tick", False, set())
+    assert not isinstance(job, Job) and "memory" in job.problem
+    assert (tmp_path / "tick.toml").read_bytes() == b"enabled = false\n" + TICK
+    assert parse_job("tick", (tmp_path / "tick.toml").read_bytes()).enabled is False  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("content", [b"every = ", b"\xff\xfe"])
+def test_enabled_is_never_written_into_a_file_that_is_no_toml(
+    tmp_path: Path, content: bytes
+) -> None:
+    (tmp_path / "bad.toml").write_bytes(content)
+    with pytest.raises(JobRefused, match="cannot rewrite"):
+        set_enabled(tmp_path, "bad", True, set())
+    assert (tmp_path / "bad.toml").read_bytes() == content
+    with pytest.raises(JobRefused, match="no job 'gone'"):
+        set_enabled(tmp_path, "gone", True, set())
 
 
 def test_remove_removes_a_job_and_refuses_one_that_is_not_there(tmp_path: Path) -> None:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from bxcore.job_view import runs_of
 from bxcore.jobs import Cron, Job, parse_job
-from bxctl.job_run_cmds import runs_of
 from tests.support.cli import bxctl
 
 BERLIN = {**os.environ, "TZ": "Europe/Berlin"}

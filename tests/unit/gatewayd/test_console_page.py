@@ -55,5 +55,6 @@ def test_every_control_spec_names_is_on_the_page_or_made_by_its_scripts() -> Non
     page = "\n".join(p.read_text(encoding="utf-8") for p in FILES)
     for name in ("Send", "Stop", "New session", "Approve", "Approve for session", "Deny",
                  "Verify", "Add grant", "Remove", "Explain", "Restart", "Message", "Chat",
-                 "Approvals", "Ledger", "Grants", "Memory", "Services"):  # fmt: skip
+                 "Approvals", "Ledger", "Grants", "Memory", "Services", "Jobs", "Run now",
+                 "Enable", "Disable"):  # fmt: skip
         assert re.search(rf"[>\"]{re.escape(name)}[<\"]", page), name

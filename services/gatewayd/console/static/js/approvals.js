@@ -73,8 +73,10 @@ function card(info) {
   const headingId = `approval-${info.approval}-title`;
   const node = el(
     "li",
-    { class: "card", id: `approval-${info.approval}`, dataset: { approval: info.approval, expires: info.expires }, "aria-labelledby": headingId },
+    { class: info.job ? "card from-job" : "card", id: `approval-${info.approval}`, dataset: { approval: info.approval, expires: info.expires }, "aria-labelledby": headingId },
     el("h2", { id: headingId }, el("span", {}, info.tool), labelBadges(info.label)),
+    // A job's run asks while nobody watches it: the card says so before anything else.
+    info.job ? el("p", { class: "job-note" }, `From a scheduled job: ${info.job}`) : null,
     el(
       "dl",
       {},

@@ -58,6 +58,12 @@ export async function refresh() {
   else showNone();
 }
 
+// A session named by a link (a job's run in the Jobs view): the list read, then that session.
+export async function open(session) {
+  await loadSessions();
+  await choose(session);
+}
+
 async function loadSessions() {
   try {
     const data = await get("/api/sessions");

@@ -7,11 +7,12 @@ import { $, say } from "./dom.js";
 import * as approvals from "./approvals.js";
 import * as chat from "./chat.js";
 import * as grants from "./grants.js";
+import * as jobs from "./jobs.js";
 import * as ledger from "./ledger.js";
 import * as memory from "./memory.js";
 import * as services from "./services.js";
 
-const VIEWS = { chat, approvals, ledger, grants, memory, services };
+const VIEWS = { chat, approvals, ledger, grants, memory, services, jobs };
 const LIVE_EVERY_MS = { services: 2000 };
 let current = null;
 let stream = null;
@@ -72,7 +73,8 @@ function route() {
   }
   clearInterval(poll);
   if (LIVE_EVERY_MS[view]) poll = setInterval(() => VIEWS[view].refresh(), LIVE_EVERY_MS[view]);
-  const ready = VIEWS[view].refresh();
+  // `#chat/SESSION` (a job's run linked from Jobs) opens that session.
+  const ready = view === "chat" && detail ? chat.open(detail) : VIEWS[view].refresh();
   if (view === "approvals" && detail) ready.then(() => approvals.focus(detail));
   if (changed && document.activeElement?.closest("nav")) {
     // A link followed from the keyboard: the view's heading is where reading goes on.
@@ -112,11 +114,13 @@ function listen() {
   stream.addEventListener("turn", (event) => chat.onTurn(JSON.parse(event.data)));
   const pendingChanged = () => {
     approvals.refresh();
+    if (current === "jobs") jobs.refresh(); // a job's run may wait, or wait no more
   };
   stream.addEventListener("approval_requested", pendingChanged);
   stream.addEventListener("approval_settled", pendingChanged);
   stream.addEventListener("ledger", () => {
     if (current === "ledger") ledger.refresh();
+    if (current === "jobs") jobs.refresh(); // job_started, job_ended
   });
 }
 
