@@ -13,6 +13,7 @@ def write_atomically(path: Path, data: bytes, *, mode: int = 0o600, durable: boo
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
     try:
+        os.fchmod(fd, mode)  # whatever the umask (and a temporary file left by a crash)
         os.write(fd, data)
         if durable:
             os.fsync(fd)

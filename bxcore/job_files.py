@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 import tomllib
 from collections.abc import Set
 from dataclasses import dataclass
@@ -60,7 +61,7 @@ class JobFields:
     enabled: bool | None = None
 
 
-def read_jobs(folder: Path, known: Set[str]) -> JobSet:
+def read_jobs(folder: Path, known: Set[str] | None) -> JobSet:
     """Every `*.toml` file in `folder`, parsed and its grants checked against `known`; a
     missing folder is no jobs."""
     valid: list[Job] = []
@@ -107,6 +108,19 @@ def check_job(job_id: str, fields: JobFields, known: Set[str], written_by: str) 
     return parsed, text
 
 
+def job_file_mode(folder_mode: int) -> int:
+    """A new job file is the owner's alone (0600), unless the jobs folder lets its group in
+    (deploy/: `jobs/` is 2750 with the services' group, which reads): then the file is open
+    as the folder is (its group reading, and writing where the folder says so). Never more
+    than the folder, whatever the umask."""
+    mode = FILE_MODE
+    if folder_mode & stat.S_IRGRP:
+        mode |= stat.S_IRGRP | (folder_mode & stat.S_IWGRP)
+    if folder_mode & stat.S_IROTH:
+        mode |= stat.S_IROTH
+    return mode
+
+
 def add_job(folder: Path, job_id: str, fields: JobFields, known: Set[str], written_by: str) -> Job:
     """Write `{folder}/{job_id}.toml`, durably, never over an existing job."""
     job, text = check_job(job_id, fields, known, written_by)
@@ -114,7 +128,8 @@ def add_job(folder: Path, job_id: str, fields: JobFields, known: Set[str], writt
     try:
         if not folder.exists():
             folder.mkdir(mode=FOLDER_MODE, parents=True)
-        create_atomically(target, text.encode(), mode=FILE_MODE)
+        mode = job_file_mode(os.stat(folder).st_mode)
+        create_atomically(target, text.encode(), mode=mode)
     except FileExistsError:
         raise JobRefused(f"a job {job_id!r} exists already ({target}); remove it first") from None
     except OSError as error:
@@ -154,8 +169,8 @@ def set_enabled(folder: Path, job_id: str, enabled: bool, known: Set[str]) -> Jo
     new = next((text for text in tries if _table_or_none(text) == wanted), None)
     if new is None:
         raise JobRefused(f"cannot set enabled in {path}: edit the file by hand")
-    try:
-        write_atomically(path, new.encode(), mode=FILE_MODE)
+    try:  # the file keeps its mode: who may read and write it is the folder's, not ours
+        write_atomically(path, new.encode(), mode=stat.S_IMODE(os.stat(path).st_mode))
     except OSError as error:
         raise JobRefused(f"cannot write the job {job_id!r}: {error.strerror}") from None
     return check_grants(parse_job(job_id, new.encode()), known)
@@ -179,7 +194,7 @@ def _table_or_none(text: str) -> dict[str, object] | None:
         return None
 
 
-def read_job(folder: Path, job_id: str, known: Set[str]) -> Job | InvalidJob:
+def read_job(folder: Path, job_id: str, known: Set[str] | None) -> Job | InvalidJob:
     """One job by its id; JobRefused when there is no such file."""
     if not valid_grant_id(job_id):
         raise JobRefused(f"{job_id!r} is not a job id")

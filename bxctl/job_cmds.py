@@ -171,5 +171,26 @@ def rm(ctx: typer.Context, job_id: Annotated[str, typer.Argument(metavar="ID")])
     say(f"removed {job_id}")
 
 
+def _set_enabled(ctx: typer.Context, job_id: str, enabled: bool) -> None:
+    home = _home(ctx)
+    try:
+        job_files.set_enabled(home.jobs, job_id, enabled, _known_grants(home))
+    except JobRefused as error:
+        fail(f"{error}; see `bxctl job list`" if "no job" in str(error) else str(error))
+    say(f"{'enabled' if enabled else 'disabled'} {job_id}")
+
+
+@app.command()
+def enable(ctx: typer.Context, job_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
+    """Let a job run on its schedule again (its `enabled` line; nothing else changes)."""
+    _set_enabled(ctx, job_id, True)
+
+
+@app.command()
+def disable(ctx: typer.Context, job_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
+    """Stop a job's scheduled runs, keeping its file (`bxctl job run` still starts one)."""
+    _set_enabled(ctx, job_id, False)
+
+
 app.command("run")(job_run_cmds.run)
 app.command("history")(job_run_cmds.history)

@@ -182,6 +182,12 @@ own "$owner":boxmaker 0640 "$HOME_DIR/config.toml"
 folder "$owner":boxmaker-broker 2750 "$HOME_DIR/grants"
 find "$HOME_DIR/grants" -maxdepth 1 -type f -name '*.toml' \
     -exec chown "$owner":boxmaker-broker {} + -exec chmod 0640 {} +
+# jobs: written by the owner (`bxctl job add | rm`), read by brokerd (a run's grants), loopd
+# (the schedule) and gatewayd (the Jobs view) through the services' group. Nothing but the
+# owner writes them: a job file starts runs by itself.
+folder "$owner":boxmaker 2750 "$HOME_DIR/jobs"
+find "$HOME_DIR/jobs" -maxdepth 1 -type f -name '*.toml' \
+    -exec chown "$owner":boxmaker {} + -exec chmod 0640 {} +
 # keys: each secret key readable by its party only (loopd reads none of them).
 folder root:boxmaker 0750 "$HOME_DIR/keys"
 own "$owner":"$owner_group" 0600 "$HOME_DIR/keys/owner.key_secret"

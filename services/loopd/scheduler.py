@@ -309,13 +309,16 @@ def _read_states(path: Path) -> dict[str, JobState]:
         ) from None
 
 
-def _grant_ids(folder: Path) -> set[str]:
-    """The grants a job may name, as loopd can see them (the files' ids); brokerd, which
-    parses them, gives a job naming an invalid one no grant at all anyway."""
+def _grant_ids(folder: Path) -> set[str] | None:
+    """The grants a job may name, as loopd can see them (the files' ids), or None when it may
+    not look (deploy/: `grants/` is brokerd's group's alone): brokerd, which parses them, gives
+    a job naming a missing or invalid one no grant at all anyway."""
     try:
         return {n[: -len(".toml")] for n in os.listdir(folder) if n.endswith(".toml")}
-    except OSError:
+    except FileNotFoundError:
         return set()
+    except OSError:
+        return None
 
 
 def _rid() -> str:

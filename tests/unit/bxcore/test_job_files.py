@@ -14,6 +14,7 @@ from bxcore.job_files import (
     JobFields,
     JobRefused,
     add_job,
+    job_file_mode,
     job_text,
     read_job,
     read_jobs,
@@ -90,6 +91,28 @@ def test_add_writes_a_new_job_the_owners_alone_and_never_over_another(tmp_path: 
 
 
 @pytest.mark.parametrize(
+    ("folder_mode", "file_mode"),
+    [
+        (0o700, 0o600),  # bxctl init's: the owner's alone
+        (0o2750, 0o640),
+        (0o2775, 0o664),  # deploy/: the owner's side writes, the services read
+        (0o2770, 0o660),
+    ],
+)
+def test_a_new_job_file_is_as_open_as_its_folder_and_enabled_keeps_its_mode(
+    tmp_path: Path, folder_mode: int, file_mode: int
+) -> None:
+    assert job_file_mode(folder_mode) == file_mode
+    folder = tmp_path / "jobs"
+    folder.mkdir()
+    os.chmod(folder, folder_mode)
+    add_job(folder, "tick", JobFields("hello", every="10s"), set(), "a test")
+    assert (folder / "tick.toml").stat().st_mode & 0o7777 == file_mode
+    set_enabled(folder, "tick", False, set())
+    assert (folder / "tick.toml").stat().st_mode & 0o7777 == file_mode
+
+
+@pytest.mark.parametrize(
     ("job_id", "fields", "known", "why"),
     [
         ("Tick", JobFields("p", every="1h"), set(), "is not a job id"),
@@ -113,6 +136,7 @@ def test_enabled_is_set_in_place_and_nothing_else_in_the_file_changes(tmp_path: 
         '# mine\nevery = "10s"  # often\nenabled = true # for now\nprompt = """\nenabled = 1\n"""\n'
     )
     (tmp_path / "tick.toml").write_text(text)
+    (tmp_path / "tick.toml").chmod(0o600)
     job = set_enabled(tmp_path, "tick", False, set())
     assert isinstance(job, Job) and not job.enabled
     assert (tmp_path / "tick.toml").read_text() == text.replace(

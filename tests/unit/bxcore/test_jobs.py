@@ -192,3 +192,10 @@ def _quoted(text: str) -> str:
     """`text` as a TOML basic string (JSON's escapes are TOML's, for these)."""
     escaped = "".join(c if c.isprintable() and c not in '"\\' else f"\\U{ord(c):08x}" for c in text)
     return f'"{escaped}"'
+
+
+def test_grants_that_cannot_be_seen_are_not_checked() -> None:
+    """loopd under deploy/ may not list `grants/`: it leaves the check to brokerd."""
+    job = parse_job("mail", b'every = "1h"\nprompt = "p"\ngrants = ["mail-read"]\n')
+    assert check_grants(job, None) is job
+    assert isinstance(check_grants(job, set()), InvalidJob)

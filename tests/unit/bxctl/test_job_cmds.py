@@ -195,3 +195,20 @@ def test_a_job_added_as_the_owner_types_it_is_listed(home: Path) -> None:
     listed = run("list")
     assert listed.returncode == 0
     assert "morning-mail" in listed.stdout and "07:30:00 CE" in listed.stdout
+
+
+def test_disable_and_enable_change_only_the_enabled_line(home: Path) -> None:
+    assert bxctl(home, "job", "add", "tick", "--prompt", "p", "--every", "1h").returncode == 0
+    path = home / "jobs" / "tick.toml"
+    before = path.read_text()
+    done = bxctl(home, "job", "disable", "tick")
+    assert (done.returncode, done.stdout.strip()) == (0, "disabled tick")
+    assert parse_job("tick", path.read_bytes()).enabled is False  # type: ignore[union-attr]
+    done = bxctl(home, "job", "enable", "tick")
+    assert (done.returncode, done.stdout.strip()) == (0, "enabled tick")
+    after = path.read_text()
+    assert [line for line in after.splitlines() if "enabled" not in line] == [
+        line for line in before.splitlines() if "enabled" not in line
+    ]
+    missing = bxctl(home, "job", "disable", "nope")
+    assert missing.returncode == 1 and "no job 'nope'" in missing.stderr
