@@ -27,11 +27,12 @@ def test_a_whole_turn_sent_from_the_page_shows_each_tool_call_live_then_the_answ
     (workspace / "todo.md").write_text("buy milk\n")
     todo = args(path=str(workspace / "todo.md"))
     note = args(action="note", text="the owner needs milk")
-    # The answer waits: the calls' outcomes must be on the page while the turn still runs.
+    # The answer waits (5 s: a busy machine checks slowly): the calls' outcomes must be on
+    # the page while the turn still runs.
     box.model.script(
         "what is on my list?",
         box.model.calls(("read_file", todo), ("memory", note)),
-        Answer(text="Your list says: buy milk.", delay_s=2.0),
+        Answer(text="Your list says: buy milk.", delay_s=5.0),
     )
     session = new_session(page)
     send(page, "what is on my list?")
@@ -51,7 +52,7 @@ def test_a_whole_turn_sent_from_the_page_shows_each_tool_call_live_then_the_answ
     expect(log.get_by_text("Your list says: buy milk.")).to_have_count(0)
     expect(log.get_by_text("turn ended", exact=True)).to_have_count(0)
 
-    expect(log.get_by_text("Your list says: buy milk.", exact=True)).to_be_visible()
+    expect(log.get_by_text("Your list says: buy milk.", exact=True)).to_be_visible(timeout=15_000)
     expect(log.get_by_text("turn ended", exact=True)).to_be_visible()
     expect(page.get_by_role("button", name="Stop", exact=True)).to_be_disabled()
     sessions = page.get_by_role("complementary", name="Sessions")
