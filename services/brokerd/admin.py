@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 import anyio
@@ -198,16 +198,7 @@ class Admin:
             found = self.ledger.tail(message.n, message.session)
         except LedgerUnavailable as error:
             return Error(message.id, ErrorCode.UNAVAILABLE, str(error))
-        lines: list[str] = []
-        size = 0
-        for record in reversed(found):
-            line = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
-            size += len(line.encode("utf-8")) * 2 + 8  # room for escaping inside the message
-            if size > MAX_RECORDS_BYTES:
-                break
-            lines.append(line)
-        lines.reverse()
-        return AuditRecords(message.id, tuple(lines))
+        return AuditRecords(message.id, _newest_that_fit(found))
 
     async def job_history(self, message: JobHistoryQuery) -> AuditRecords | Error:
         """A job's last runs as the ledger has them: `job_started`, `job_ended` (§19)."""
@@ -215,16 +206,7 @@ class Admin:
             found = self.ledger.job_records(message.job, message.n)
         except LedgerUnavailable as error:
             return Error(message.id, ErrorCode.UNAVAILABLE, str(error))
-        lines: list[str] = []
-        size = 0
-        for record in reversed(found):  # the newest first: the oldest are left out
-            line = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
-            size += len(line.encode("utf-8")) * 2 + 8  # room for escaping inside the message
-            if size > MAX_RECORDS_BYTES:
-                break
-            lines.append(line)
-        lines.reverse()
-        return AuditRecords(message.id, tuple(lines))
+        return AuditRecords(message.id, _newest_that_fit(found))
 
     async def audit_verify(self, message: AuditVerify) -> AuditReport | Error:
         """The chain checked (fast, `verify.verify_file`); a chain that is whole but ends
@@ -279,3 +261,18 @@ class Admin:
             return Explanation(message.id, Verdict.DENIED, label, steps, decision.reason, winner)
         verdict = Verdict.ASK if isinstance(decision, policy.Ask) else Verdict.ALLOWED
         return Explanation(message.id, verdict, label, steps, None, decision.winner.id)
+
+
+def _newest_that_fit(records: Sequence[Mapping[str, object]]) -> tuple[str, ...]:
+    """The newest of `records` (oldest first) whose lines fit in one message, oldest first:
+    the oldest are left out."""
+    lines: list[str] = []
+    size = 0
+    for record in reversed(records):
+        line = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+        size += len(line.encode("utf-8")) * 2 + 8  # room for escaping inside the message
+        if size > MAX_RECORDS_BYTES:
+            break
+        lines.append(line)
+    lines.reverse()
+    return tuple(lines)

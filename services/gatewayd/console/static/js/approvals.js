@@ -3,14 +3,11 @@
 // anywhere (the CLI, another page) leaves this page as soon as the stream says so.
 
 import { get, post } from "./api.js";
-import { $, append, clear, el, labelBadges, pretty, say, span } from "./dom.js";
+import { $, append, clear, el, labelBadges, oneAtATime, pretty, say, span } from "./dom.js";
 
 const UNTRUSTED = "the session holds untrusted content";
 let pending = [];
 let onCount = () => {};
-
-let loading = null;
-let again = false;
 
 export function init(countChanged) {
   onCount = countChanged;
@@ -21,31 +18,17 @@ export function count() {
   return pending.length;
 }
 
-export async function refresh() {
-  // One read at a time; a change meanwhile asks for one more read after it.
-  if (loading) {
-    again = true;
-    return loading;
-  }
-  loading = (async () => {
-    do {
-      again = false;
-      try {
-        const data = await get("/api/pending");
-        pending = data.approvals.sort((a, b) => a.requested.localeCompare(b.requested));
-        say($("#approvals-problem"), "");
-      } catch (error) {
-        say($("#approvals-problem"), error.message);
-      }
-      render();
-    } while (again);
-  })();
+// A change meanwhile asks for one more read after the one running.
+export const refresh = oneAtATime(async () => {
   try {
-    await loading;
-  } finally {
-    loading = null;
+    const data = await get("/api/pending");
+    pending = data.approvals.sort((a, b) => a.requested.localeCompare(b.requested));
+    say($("#approvals-problem"), "");
+  } catch (error) {
+    say($("#approvals-problem"), error.message);
   }
-}
+  render();
+});
 
 export function focus(approval) {
   const card = document.getElementById(`approval-${approval}`);

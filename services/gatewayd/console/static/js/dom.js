@@ -86,3 +86,27 @@ export function pretty(text) {
     return text;
   }
 }
+
+// `read` wrapped so that one runs at a time: a call while one runs asks for one more run after
+// it (a change during a read is never missed), and every caller waits for the last.
+export function oneAtATime(read) {
+  let running = null;
+  let again = false;
+  return async function () {
+    if (running) {
+      again = true;
+      return running;
+    }
+    running = (async () => {
+      do {
+        again = false;
+        await read();
+      } while (again);
+    })();
+    try {
+      await running;
+    } finally {
+      running = null;
+    }
+  };
+}

@@ -5,41 +5,25 @@
 // `enabled`. Each button is described by its job's id (aria-describedby).
 
 import { get, post } from "./api.js";
-import { $, append, clear, el, say } from "./dom.js";
+import { $, append, clear, el, oneAtATime, say } from "./dom.js";
 
 let zone = null;
 let readFailed = false; // the problem line says why the list could not be read (not an action's)
-let loading = null;
-let again = false;
 
-export async function refresh() {
-  // One read at a time; a change meanwhile asks for one more read after it.
-  if (loading) {
-    again = true;
-    return loading;
-  }
-  loading = (async () => {
-    do {
-      again = false;
-      try {
-        const data = await get("/api/jobs");
-        zone = data.zone;
-        say($("#jobs-zone"), `Times in the box's time zone, ${data.zone}.`);
-        render(data.jobs);
-        if (readFailed) say($("#jobs-problem"), "");
-        readFailed = false;
-      } catch (error) {
-        say($("#jobs-problem"), error.message);
-        readFailed = true;
-      }
-    } while (again);
-  })();
+// A change meanwhile asks for one more read after the one running.
+export const refresh = oneAtATime(async () => {
   try {
-    await loading;
-  } finally {
-    loading = null;
+    const data = await get("/api/jobs");
+    zone = data.zone;
+    say($("#jobs-zone"), `Times in the box's time zone, ${data.zone}.`);
+    render(data.jobs);
+    if (readFailed) say($("#jobs-problem"), "");
+    readFailed = false;
+  } catch (error) {
+    say($("#jobs-problem"), error.message);
+    readFailed = true;
   }
-}
+});
 
 function render(jobs) {
   // The keyboard's place survives a new read: the same control of the same job gets it back.
