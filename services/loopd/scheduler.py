@@ -207,7 +207,9 @@ class Scheduler:
                     watch.start_soon(self._watch, job_id, opened, runtime)
                     await self._turns.run(session, 1, max_steps=limit, max_tokens=tokens)
                     watch.cancel_scope.cancel()
-            return session.steps(1), session.turn_tokens(1), self._how(job_id, session)
+            counted = session.turn_tokens(1) is not None  # the server said what answers cost
+            spent = self._turns.spent(session, 1) if counted else None
+            return session.steps(1), spent, self._how(job_id, session)
 
     async def _watch(self, job_id: str, opened: Open, limit_s: int) -> None:
         """Stop the run at its `max_runtime_s`, or at once when a stop before a restart had
@@ -240,7 +242,7 @@ class Scheduler:
         if reason is EndReason.MAX_STEPS:
             return JobEnd.BUDGET, f"max_steps {session.steps(1)} reached"
         if reason is EndReason.BUDGET:
-            spent = session.turn_tokens(1) or 0
+            spent = self._turns.spent(session, 1)
             return JobEnd.BUDGET, f"{spent} tokens: max_tokens or [loop] max_tokens_per_day reached"
         if reason is EndReason.ERROR:
             return JobEnd.ERROR, short(session.failure(1) or "the turn failed")

@@ -102,6 +102,7 @@ class Running:
 
     turn: int
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    max_tokens: int | None = None  # its token budget, which its sub-agents spend from too
     ended: anyio.Event = field(default_factory=anyio.Event)
 
     def __repr__(self) -> str:
@@ -182,6 +183,7 @@ class Turns:
         running = self._running.get(session.session)
         if running is None or running.turn != turn or running.ended.is_set():
             running = self._running[session.session] = Running(turn)
+        running.max_tokens = max_tokens
         ran = False
         try:
             if running.scope.cancel_called:
@@ -258,7 +260,7 @@ class Turns:
                 if not calls:
                     self._end(session, turn, EndReason.DONE)
                     return reply.text
-                over = self.meter.stop(session.turn_tokens(turn) or 0, max_tokens)
+                over = self.meter.stop(self.spent(session, turn), max_tokens)
                 if over is not None:  # the answer is kept; its calls never run
                     for call in calls:
                         session.append(ToolResultRecord(turn, call.id, BUDGET_RESULT))
@@ -398,7 +400,9 @@ class Turns:
         with self._held(child_id) as child:
             if child.turns == 0:
                 self.emit(child, 1, OwnerSaid(task))
-            text = await self.run(child, 1) if 1 not in child.ended else child.last_text(1)
+            left = self._left(parent, turn)
+            ran = 1 in child.ended
+            text = child.last_text(1) if ran else await self.run(child, 1, max_tokens=left)
             failure = child.failure(1)
             stopped = child.stopped(1)
         client = self._broker()
@@ -415,6 +419,26 @@ class Turns:
         if failure is not None:  # a failed spawn is a result the model reads (§10.5)
             return failed(f"the sub-agent stopped with an error: {failure}")
         return CallResult(cap_result(text or "(the sub-agent gave no answer)"), ok=True)
+
+    def spent(self, session: SessionLog, turn: int) -> int:
+        """What `turn` has cost: its own answers, and all its session's sub-agents' (a job's
+        run is one turn, so its sub-agents are all the session's)."""
+        return (session.turn_tokens(turn) or 0) + self._spent_below(session)
+
+    def _spent_below(self, session: SessionLog) -> int:
+        total = 0
+        for child_id in session.spawns.values():
+            if self._has_history(child_id):
+                with self._held(child_id) as child:
+                    total += (child.tokens or 0) + self._spent_below(child)
+        return total
+
+    def _left(self, parent: SessionLog, turn: int) -> int | None:
+        """What a sub-agent may spend: what is left of its parent's turn's budget, if any."""
+        running = self._running.get(parent.session)
+        if running is None or running.max_tokens is None:
+            return None
+        return max(0, running.max_tokens - self.spent(parent, turn))
 
     def _fresh_child(self, parent: SessionLog) -> str | None:
         """The next `sub-<parent>-<n>` (n from the spawns so far + 1) that no session has

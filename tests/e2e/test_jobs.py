@@ -67,6 +67,7 @@ def before_up(home: Path) -> None:
     )  # fmt: skip
     job_file(home, "manual", 'every = "366d"\nprompt = "job manual"\n')
     job_file(home, "spender", 'every = "2s"\nprompt = "job spender"\nmax_tokens = 1500\n')
+    job_file(home, "delegator", 'every = "2s"\nprompt = "job delegator"\nmax_tokens = 1500\n')
     for catch_up in ("once", "skip"):
         job_file(
             home, f"catch-{catch_up}",
@@ -95,6 +96,13 @@ def box() -> Iterator[UpBox]:
         up.model.script("job manual", Answer("by hand", delay_s=2.0))
         costly = Answer(tool_calls=up.model.calls(("memory", memory)).tool_calls, usage=(900, 100))
         up.model.script("job spender", *[costly] * 5)
+        spawn = up.model.calls(("spawn", args(task="a sub-agent that spends"))).tool_calls
+        up.model.script(
+            "job delegator",
+            Answer(tool_calls=spawn, usage=(100, 0)),
+            Answer(tool_calls=costly.tool_calls, usage=(100, 0)),
+        )
+        up.model.script("a sub-agent that spends", *[costly] * 5)
         yield up
 
 
@@ -129,6 +137,18 @@ def test_max_tokens_ends_a_run_budget_after_the_answer_that_went_past_it(box: Up
         if r["kind"] == "decision" and r["session"] == "job-spender-1"
     ]  # fmt: skip
     assert len(decided) == 1  # the second answer's call, past the budget, never reached brokerd
+
+
+def test_a_runs_sub_agents_spend_from_its_max_tokens(box: UpBox) -> None:
+    record = ended(box, "delegator", 1)
+    # the run's 100, then its sub-agent's 1000 and 2000 (past the 1400 left: it stops),
+    # then the run's next 100 takes it past 1500 with the sub-agent's: budget
+    assert (record["how"], record["tokens"]) == ("budget", 2200)
+    child = [
+        r for r in ledger_records(box.home)
+        if r["kind"] == "decision" and r["session"].startswith("sub-job-delegator-1-")
+    ]  # fmt: skip
+    assert len(child) == 1  # the sub-agent's second answer, past what was left, ran nothing
 
 
 def test_max_runtime_ends_a_run_waiting_for_the_owner_runtime(box: UpBox) -> None:
