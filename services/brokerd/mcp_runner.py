@@ -119,7 +119,8 @@ class McpRunner:
         self._pinned: dict[str, _Pinned] = {}
         self._listings: dict[str, dict[str, ToolDef]] = {}
         self._problems: dict[str, str] = {}
-        self._pins_watch = FolderWatch(home.mcp)  # True until it watches: then pins are read
+        self._pins_watch = FolderWatch(home.mcp)  # says when a pins file may have changed
+        self._looked: set[str] = set()  # servers whose pins file was looked at since then
         self._listed = 0  # counts the listings taken: the catalog is built again after one
         self._catalog: tuple[tuple[object, ...], Catalog] | None = None
         self._seccomp_written: str | None = None
@@ -131,13 +132,20 @@ class McpRunner:
 
     def pins(self, name: str) -> Pins | None:
         """The owner's pins of `name`, read again when the file changed; None when there are
-        none (or the file is damaged: then nothing of it is trusted, and the log says why)."""
+        none (or the file is damaged: then nothing of it is trusted, and the log says why).
+        Asked at every decision and call: the file is looked at (`stat`) only after inotify
+        said the pins folder changed, or every time where it cannot say."""
+        if self._pins_watch.changed():
+            self._looked.clear()  # each server's file is looked at again, once
+        held = self._pinned.get(name)
+        if held is not None and name in self._looked:
+            return held.pins
+        self._looked.add(name)
         path = self.home.mcp_pins(name)
         try:
             mtime = path.stat().st_mtime_ns
         except OSError:
             mtime = -1
-        held = self._pinned.get(name)
         if held is not None and held.mtime_ns == mtime:
             return held.pins
         pins: Pins | None = None
@@ -158,12 +166,8 @@ class McpRunner:
         }
 
     def catalog(self) -> Catalog:
-        """The tools brokerd decides now (§18.3): pinned, and unchanged where listed. Asked at
-        every decision: while inotify says the pins folder did not change and no listing was
-        taken since, the last catalog is the answer, with nothing read."""
-        unchanged = not self._pins_watch.changed()  # asked every time: it empties the queue
-        if unchanged and self._catalog is not None and self._catalog[0][1] == self._listed:
-            return self._catalog[1]
+        """The tools brokerd decides now (§18.3): pinned, and unchanged where listed; the
+        last one while no pins file changed and no listing was taken since."""
         pins = {name: p for name in self.servers if (p := self.pins(name)) is not None}
         key = (tuple((n, self._pinned[n].mtime_ns) for n in sorted(self.servers)), self._listed)
         if self._catalog is not None and self._catalog[0] == key:
