@@ -260,7 +260,9 @@ class Turns:
                 if not calls:
                     self._end(session, turn, EndReason.DONE)
                     return reply.text
-                over = self.meter.stop(self.spent(session, turn), max_tokens)
+                # a budget needs what the turn spent, its sub-agents' histories read for it
+                used = self.spent(session, turn) if max_tokens is not None else 0
+                over = self.meter.stop(used, max_tokens)
                 if over is not None:  # the answer is kept; its calls never run
                     for call in calls:
                         session.append(ToolResultRecord(turn, call.id, BUDGET_RESULT))
