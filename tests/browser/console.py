@@ -79,6 +79,17 @@ class Console:
 
 
 @contextlib.contextmanager
+def console_of(box: UpBox) -> Iterator[Console]:
+    """`box`'s console for a module's tests: what they left pending is refused after them."""
+    console = Console.of(box)
+    try:
+        yield console
+    finally:
+        console.deny_all_pending()
+        console.close()
+
+
+@contextlib.contextmanager
 def open_page(browser: Browser, console: Console, viewport: ViewportSize) -> Iterator[Page]:
     """The printed link opened in a fresh context (no cookie yet), once the page is logged in
     and its live stream connected. Fails the test if the page's script threw meanwhile, or if

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Locator, Page, expect
 
-from tests.browser.console import DESKTOP, Console, conversation, open_page, view
+from tests.browser.console import DESKTOP, Console, console_of, conversation, open_page, view
 from tests.browser.test_console_approvals import focus_by_keys
 from tests.fakes.model_server import Answer
 from tests.support.brokerd import args
@@ -43,12 +43,8 @@ def jobs_console() -> Iterator[Console]:
         box.model.script("browser job tick", Answer("ticked from the browser"))
         shell = args(command="true", cwd=f"{box.home}/workspace")
         box.model.script("browser job asker", box.model.calls(("shell", shell)), Answer("ran"))
-        console = Console.of(box)
-        try:
+        with console_of(box) as console:
             yield console
-        finally:
-            console.deny_all_pending()
-            console.close()
 
 
 @pytest.fixture

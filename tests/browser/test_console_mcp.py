@@ -22,6 +22,7 @@ from tests.browser.console import (
     DESKTOP,
     Console,
     approval_card,
+    console_of,
     conversation,
     new_session,
     open_page,
@@ -57,12 +58,8 @@ def mcp_console() -> Iterator[Console]:
             wait_listed(box.home, name)
             trusted = box.bxctl("mcp", "trust", name, "--yes")
             assert trusted.returncode == 0, trusted.stderr
-        console = Console.of(box)
-        try:
+        with console_of(box) as console:
             yield console
-        finally:
-            console.deny_all_pending()
-            console.close()
 
 
 @pytest.fixture
