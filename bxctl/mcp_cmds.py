@@ -44,6 +44,16 @@ def _server(home: Home, name: str) -> McpServer:
     return servers[name]
 
 
+def _listed(home: Home, name: str) -> tuple[ToolDef, ...]:
+    """The tools brokerd last listed for the `[[mcp]]` entry `name`; one line and exit 1 when
+    there is no such entry or no listing yet."""
+    _server(home, name)
+    try:
+        return mcp_pins.listing(home, name)
+    except mcp_pins.NotListed as error:
+        fail(str(error))
+
+
 def server_rows(home: Home) -> list[dict[str, Any]]:
     """Each server of config.toml: pinned tools, and those listed changed or new (flagged)."""
     return mcp_state.server_rows(home, tuple(_servers(home)))
@@ -82,11 +92,7 @@ def list_(ctx: typer.Context, as_json: JsonOption = False) -> None:
 def show(ctx: typer.Context, name: str, as_json: JsonOption = False) -> None:
     """Every tool the server lists, whole, with what changed since the owner trusted it."""
     home = _home(ctx)
-    _server(home, name)
-    try:
-        tools = mcp_pins.listing(home, name)
-    except mcp_pins.NotListed as error:
-        fail(str(error))
+    tools = _listed(home, name)
     pins = mcp_pins.pins(home, name)
     if as_json:
         print_json(
@@ -135,11 +141,7 @@ def trust(
 ) -> None:
     """Show every tool of the server whole, and on yes pin exactly those definitions."""
     home = _home(ctx)
-    _server(home, name)
-    try:
-        tools = mcp_pins.listing(home, name)
-    except mcp_pins.NotListed as error:
-        fail(str(error))
+    tools = _listed(home, name)
     flagged = _show_all(home, name, tools)
     if flagged:
         say(f"{flagged} tool(s) hold hidden characters: read them closely.", style="bold red")
