@@ -20,7 +20,6 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -30,7 +29,7 @@ from tests.fakes.mcp_servers import INJECTED
 from tests.fakes.model_server import Answer
 from tests.support.brokerd import args, ledger_records, write_grant
 from tests.support.daemons import tool_owned
-from tests.support.e2e import UpBox, box_up, results_read
+from tests.support.e2e import UpBox, box_up, decisions, label_of, results_read
 from tests.support.mcp import fake, grant, wait_listed
 
 
@@ -61,21 +60,6 @@ def run_turn(box: UpBox, session: str, message: str, *answers: Answer) -> list[s
     result = box.bxctl("chat", "--session", session, message)
     assert result.returncode == 0, result.stderr
     return results_read(box.model.requests_for(message)[-1])
-
-
-def decisions(box: UpBox, session: str) -> list[tuple[Any, ...]]:
-    return [
-        (r["tool"], r["outcome"], r.get("reason"))
-        for r in ledger_records(box.home)
-        if r.get("session") == session and r["kind"] == "decision"
-    ]
-
-
-def label_of(box: UpBox, session: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(
-        (box.home / "state" / "broker" / f"{session}.json").read_text()
-    )
-    return data
 
 
 def test_a_model_told_to_grant_itself_a_shell_over_everything_gets_nowhere(box: UpBox) -> None:

@@ -22,7 +22,7 @@ from services.loopd.tools import denial_message
 from tests.fakes.mcp_servers import INJECTED
 from tests.fakes.model_server import Answer
 from tests.support.brokerd import args, ledger_records
-from tests.support.e2e import UpBox, box_up, results_read
+from tests.support.e2e import UpBox, box_up, decisions, label_of, results_read
 from tests.support.mcp import fake, grant, wait_listed
 from tests.support.owner import Reader
 
@@ -87,21 +87,6 @@ def offered(box: UpBox, message: str) -> dict[str, dict[str, Any]]:
     requests = [r for r in box.model.fake.requests if message in json.dumps(r["messages"])]
     tools = requests[-1].get("tools", [])
     return {tool["function"]["name"]: tool["function"] for tool in tools}
-
-
-def decisions(box: UpBox, session: str) -> list[tuple[Any, ...]]:
-    return [
-        (r["tool"], r["outcome"], r.get("reason"))
-        for r in ledger_records(box.home)
-        if r.get("session") == session and r["kind"] == "decision"
-    ]
-
-
-def label_of(box: UpBox, session: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(
-        (box.home / "state" / "broker" / f"{session}.json").read_text()
-    )
-    return data
 
 
 def sent(box: UpBox) -> list[dict[str, Any]]:

@@ -21,7 +21,7 @@ from typing import Any
 
 from tests.fakes.model_server import FakeModel
 from tests.support.box import box_home, bxctl, wait_until
-from tests.support.brokerd import short_folder
+from tests.support.brokerd import ledger_records, short_folder
 from tests.support.cli import Completed
 from tests.support.daemons import init_home
 from tests.support.owner import Box, ScriptedModel, Terminal
@@ -82,3 +82,20 @@ def results_read(messages: list[dict[str, Any]]) -> list[str]:
     """What the model read back from its tool calls, in the order of `messages` (one request's,
     as `ScriptedModel.requests_for` gives them)."""
     return [m["content"] for m in messages if m["role"] == "tool"]
+
+
+def decisions(box: UpBox, session: str) -> list[tuple[Any, ...]]:
+    """(tool, outcome, reason) of each `decision` record of `session`, in the ledger's order."""
+    return [
+        (r["tool"], r["outcome"], r.get("reason"))
+        for r in ledger_records(box.home)
+        if r.get("session") == session and r["kind"] == "decision"
+    ]
+
+
+def label_of(box: UpBox, session: str) -> dict[str, Any]:
+    """The session's label as brokerd keeps it on disk."""
+    data: dict[str, Any] = json.loads(
+        (box.home / "state" / "broker" / f"{session}.json").read_text()
+    )
+    return data
