@@ -211,6 +211,8 @@ def command(host: Host, call: Call) -> list[str]:
     if host.drop_to is not None:
         env["BX_USER"] = f"{host.drop_to[0]}:{host.drop_to[1]}"
         env["BX_USERNS"] = "0"
+    if call.mount is Mount.WORKDIR:  # `--unshare-all`: a shell's toolkit is its namespace's PID 2
+        env["BX_PID_NAMESPACE"] = "own"
     if call.cgroup_fd >= 0:
         env["BX_CGROUP_FD"] = str(call.cgroup_fd)
     if call.checks:

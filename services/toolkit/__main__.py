@@ -117,6 +117,7 @@ def _shell(
         cwd,
         timeout_s,
         reap_orphans=whole_process,
+        pid_namespace=environ.get("BX_PID_NAMESPACE") == "own",
         limits=limits,
         cgroup=cgroup,
     )

@@ -9,12 +9,11 @@ When the shell ends or times out, its whole process group is killed (and, run as
 everything it started that left the group), as the sandbox would. Standard input is /dev/null.
 
 Every wait is one poll on the output and the shell's pidfd: no nap (issue 15). It imports
-`posix`, `select`, `resource` and `_ctypes` only: `subprocess` (40 ms, `signal`'s enums 10 ms
-of them), `ctypes` (6 ms), `contextlib` (4 ms) and `os` (1.2 ms) made most of a shell
-call's start (2-core x86_64, busy).
+`posix`, `select` and `resource` only, and `_ctypes` only where bwrap has not sealed the
+process already (run directly, or brokerd is root: `_seal`): `subprocess` (40 ms, `signal`'s
+enums 10 ms of them), `ctypes` (6 ms), `contextlib` (4 ms) and `os` (1.2 ms) made most of a
+shell call's start (2-core x86_64, busy).
 """
-
-from __future__ import annotations
 
 import posix
 import time
@@ -28,6 +27,7 @@ GRACE_S = 1.0  # after the shell ends, how long to wait for what its killed chil
 _SIGPIPE = 13  # ignored by Python; the command gets it back at its default, as subprocess does
 _SIGKILL = 9
 _SIGXFSZ = 25
+_S_IFMT, _S_IFDIR = 0o170000, 0o040000  # <sys/stat.h>: `stat` would be 0.15 ms of the start
 
 
 def run_shell(
@@ -36,27 +36,33 @@ def run_shell(
     timeout_s: float,
     *,
     reap_orphans: bool = False,
+    pid_namespace: bool = False,
     limits: tuple[int | None, int | None] = (None, None),
     cgroup: int | None = None,
 ) -> Outcome:
     """Run `command` in `cwd`; see the module docstring for what the model reads.
 
     `reap_orphans` (for the toolkit's own process only: it kills every child the caller has)
-    makes this process a child subreaper, so that what the command started outside its group
-    (`setsid`, a double fork) is orphaned to it, then killed and reaped too, and seals it:
-    nothing the command runs may gain a privilege. `limits` (memory in MiB, processes) are
-    set on this process, and so inherited by the command, before it starts (the toolkit's
-    process exists for this call alone); no core is ever dumped. `cgroup`: the call's memory
-    cgroup's `tasks` file, which this process joins, then closes, before the command starts
-    (so everything the command starts is in it); if it cannot, the command does not run.
+    seals this process (nothing the command runs may gain a privilege) and ends what the
+    command started outside its group (`setsid`, a double fork) too. With `pid_namespace`
+    (brokerd's sandbox, where this process is the first of a PID namespace of its own, bwrap's
+    init aside) every other process of the namespace is killed at once; without it, this
+    process becomes a child subreaper, so that those processes are orphaned to it, then
+    killed and reaped. `limits` (memory in MiB, processes) are set on this process, and so
+    inherited by the command, before it starts (the toolkit's process exists for this call
+    alone); no core is ever dumped. `cgroup`: the call's memory cgroup's `tasks` file, which
+    this process joins, then closes, before the command starts (so everything the command
+    starts is in it); if it cannot, the command does not run.
     """
     why = _not_a_folder(cwd)
     if why is not None:
         return Outcome.tool_error(f"shell: {cwd}: {why}")
+    alone = adopted = False
     if reap_orphans:
         if not _seal():
             return Outcome.misuse("toolkit: shell: cannot forbid new privileges")
-        reap_orphans = _become_subreaper()
+        alone = pid_namespace and _first_of_a_namespace()
+        adopted = not alone and _become_subreaper()
     _limit(*limits)
     if cgroup is not None:
         why = _join(cgroup)
@@ -74,7 +80,9 @@ def run_shell(
             ended = output.read_until_ended(pid, deadline)
         finally:
             status = _kill_group(pid)
-        if reap_orphans:
+        if alone:
+            _kill_namespace()
+        elif adopted:
             _kill_orphans(time.monotonic() + GRACE_S)
         if ended:  # what the shell and its killed children wrote before they ended
             output.read_to_end(min(deadline, time.monotonic() + GRACE_S))
@@ -277,13 +285,51 @@ def _become_subreaper() -> bool:
 def _seal() -> bool:
     """PR_SET_NO_NEW_PRIVS, and no capability left in any set this process can lower: no
     program the command runs gains a privilege through a setuid bit or a file capability,
-    whatever is left in the bounding set after the toolkit became the tool user."""
+    whatever is left in the bounding set after the toolkit became the tool user. In brokerd's
+    sandbox bwrap has set the first, and unless brokerd is root it left no capability: then
+    `_ctypes` (0.6 ms of a shell call's start) is not even loaded."""
+    if _sealed():
+        return True
     try:
         from . import libc
 
         return libc.prctl(libc.PR_SET_NO_NEW_PRIVS, 1) and libc.drop_capabilities()
     except (ImportError, OSError, AttributeError):
         return False
+
+
+_CAPABILITY_SETS = (b"CapInh", b"CapPrm", b"CapEff", b"CapAmb")
+
+
+def _sealed() -> bool:
+    """Whether /proc/self/status says PR_SET_NO_NEW_PRIVS is set and every capability set but
+    the bounding one is empty (a missing line counts as not)."""
+    try:
+        with open("/proc/self/status", "rb") as file:
+            lines = file.read().splitlines()
+    except OSError:
+        return False
+    status = dict(line.partition(b":\t")[::2] for line in lines)
+    empty = all(status.get(name, b"1").strip(b"0") == b"" for name in _CAPABILITY_SETS)
+    return empty and status.get(b"NoNewPrivs") == b"1"
+
+
+def _first_of_a_namespace() -> bool:
+    """Whether this process is the second of its PID namespace, the child of its init (as
+    bwrap starts a command): in the host's own namespace PID 2 is a kernel thread, so
+    `kill(-1)` can then reach only what this call started."""
+    return posix.getpid() == 2 and posix.getppid() == 1
+
+
+def _kill_namespace() -> None:
+    """Kill every process of this PID namespace but its init and this one: one `kill(-1)`,
+    which a process forking at that instant cannot escape (the kernel holds the process
+    list; a fork under a pending SIGKILL fails). The namespace's init reaps them, and their
+    end closes the output pipe."""
+    try:  # noqa: SIM105
+        posix.kill(-1, _SIGKILL)
+    except (ProcessLookupError, PermissionError):  # nothing else is left
+        pass
 
 
 def _kill_orphans(until: float) -> None:
@@ -346,8 +392,6 @@ def _status_line(code: int) -> str:
 
 
 def _not_a_folder(cwd: str) -> str | None:
-    import stat
-
     try:
         mode = posix.stat(cwd).st_mode
     except FileNotFoundError:
@@ -356,4 +400,4 @@ def _not_a_folder(cwd: str) -> str | None:
         return error.strerror or str(error)
     except ValueError as error:  # an embedded NUL: the broker never sends one
         return str(error)
-    return None if stat.S_ISDIR(mode) else "not a directory"
+    return None if mode & _S_IFMT == _S_IFDIR else "not a directory"

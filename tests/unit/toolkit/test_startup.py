@@ -81,7 +81,8 @@ def test_shell_imports_no_subprocess_signal_or_ctypes(toolkit_command, tmp_path)
     shell = _importtime(
         toolkit_command, "shell", f'{{"command":"true","cwd":"{tmp_path}"}}'.encode()
     )
-    assert "toolkit.shell" in shell and "_ctypes" in shell
+    # `_ctypes` too, here: run directly, nothing sealed it (in a sandbox: test_shell_namespace)
+    assert "toolkit.shell" in shell
     assert set(shell) & NOT_FOR_SHELL == set()
 
 
