@@ -1,5 +1,6 @@
 """An MCP call's arguments (SPEC §18.5): the model's string checked against the tool's pinned
-`inputSchema` (JSON Schema draft 2020-12, by `jsonschema`), giving `McpArgs` or `ArgsError`.
+`inputSchema` (JSON Schema draft 2020-12, by `jsonschema`), giving `McpArgs` or `ArgsError`;
+and with the same validators, a tool's structured result against its `outputSchema`.
 
 Every `$ref` that is not inside the schema itself is refused: nothing is ever fetched. The
 model's text is hostile (§4): strict JSON, at most 2 MiB, an object. Pure: no I/O, no clock.
@@ -104,6 +105,26 @@ def parse(tool: ToolDef, name: str, arguments: str) -> McpArgs:
     if error is not None:
         raise ArgsError.shape(_said(error))
     return McpArgs(name, canonical(value))
+
+
+def mismatch(schema: Mapping[str, Any], value: Any) -> str | None:
+    """Why `value` does not hold to `schema` (None: it does), with the same validator and the
+    same refusal of remote `$ref`s: a tool's structured result against its outputSchema."""
+    import referencing.exceptions
+    from jsonschema.exceptions import SchemaError, best_match
+
+    try:
+        validator = _validator(canonical(schema))
+        if validator.is_valid(value):
+            return None
+        error = best_match(validator.iter_errors(value))
+    except SchemaError as bad:
+        return f"the schema is not valid: {bad.message}"
+    except referencing.exceptions.Unresolvable as ref:
+        return f"the schema refers outside itself: {ref}"
+    except RecursionError:
+        return "the value is nested too deeply"
+    return None if error is None else _said(error)
 
 
 def _said(error: ValidationError) -> str:
