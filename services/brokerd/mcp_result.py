@@ -41,10 +41,11 @@ class ResultError(Exception):
 CONTENT = frozenset({"text", "image", "audio", "resource_link", "resource"})
 
 
-def read(result: Mapping[str, Any], ms: int, output_schema: Mapping[str, Any] | None) -> Outcome:
+def read(result: Mapping[str, Any], ms: int, output_schema: str | None) -> Outcome:
     """A `tools/call` result object, parsed strictly, as the model reads it; `ResultError`
-    when it is not a tool result. A tool that lists an `outputSchema` must return structured
-    content that holds to it unless `isError` (MCP's rule, which the SDK's client kept)."""
+    when it is not a tool result. A tool that lists an `outputSchema` (here its canonical
+    JSON) must return structured content that holds to it unless `isError` (MCP's rule, which
+    the SDK's client kept)."""
     content = result.get("content")
     failed = result.get("isError", False)
     structured = result.get("structuredContent")

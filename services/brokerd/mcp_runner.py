@@ -33,6 +33,7 @@ from bxcore.mcp_tools import (
     Pins,
     ToolDef,
     build_catalog,
+    canonical,
     compare,
     parse_pins,
     split_name,
@@ -66,7 +67,7 @@ class Instance:
     started_at: float
     used_at: float
     listing: dict[str, ToolDef] = field(default_factory=dict)
-    outputs: dict[str, dict[str, Any]] = field(default_factory=dict)  # outputSchema by tool
+    outputs: dict[str, str] = field(default_factory=dict)  # canonical outputSchema by tool
     pipe: ServerPipe | None = None
     busy: int = 0
     stop: anyio.Event = field(default_factory=anyio.Event)
@@ -243,7 +244,10 @@ class McpRunner:
     async def _instance(self, name: str, key: str) -> Instance:
         """The running process of server `name` for `key`, started when there is none."""
         slot = (name, key)
-        lock = self._locks.setdefault(slot, anyio.Lock())
+        found = self._instances.get(slot)
+        if found is not None and not found.stop.is_set():
+            return found  # running: no lock to take (a turn of the loop a call)
+        lock = self._locks.get(slot) or self._locks.setdefault(slot, anyio.Lock())
         async with lock:
             found = self._instances.get(slot)
             if found is not None and not found.stop.is_set():
@@ -317,7 +321,7 @@ class McpRunner:
             if pipe.ended is not None:
                 raise StartFailed(pipe.ended)
             listing: dict[str, ToolDef] = {}
-            outputs: dict[str, dict[str, Any]] = {}
+            outputs: dict[str, str] = {}
             for tool in listed.tools:
                 dumped = tool.model_dump(by_alias=True, exclude_none=True)
                 try:
@@ -328,7 +332,7 @@ class McpRunner:
                     continue
                 listing[found.name] = found
                 if isinstance(dumped.get("outputSchema"), dict):
-                    outputs[found.name] = dumped["outputSchema"]
+                    outputs[found.name] = canonical(dumped["outputSchema"])
             instance.listing = listing
             instance.outputs = outputs
             instance.pipe = pipe

@@ -4,9 +4,10 @@ input closed, then TERM, then KILL to its process group, every wait bounded and 
 
 While the server starts, the `mcp` SDK's ClientSession speaks through `for_sdk()` (the
 handshake and `tools/list`, once a process); after that brokerd speaks `tools/call` itself
-(`call`), one line out and one in, with no task or model between (docs/performance.md says
-what that saved). Every line the server writes then is parsed strictly (`mcp_wire`): one
-that is not a message brokerd takes ends the server and fails the calls in flight.
+(`call`): its line is written at once, and the answer is taken by a callback on the pipe
+(`bxcore.aio`), with no task, stream or model between (docs/performance.md says what that
+saved). Every line the server writes then is parsed strictly (`mcp_wire`): one that is not a
+message brokerd takes ends the server and fails the calls in flight.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ import contextlib
 import logging
 import os
 import signal
+import subprocess
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
-import anyio.abc
 
+from bxcore import aio
 from services.brokerd import mcp_wire
 
 if TYPE_CHECKING:
@@ -32,34 +34,37 @@ log = logging.getLogger(__name__)
 CHUNK = 65536
 STOP_S = 2.0  # each wait of the stop: for the server to end, then for TERM to end it
 POLL_S = 0.01
+SDK_QUEUE = 256  # messages a starting server may write ahead of the SDK's reading
 
 
 class PipeError(Exception):
     """The server cannot answer a call: it ended, or wrote what is not an answer."""
 
 
-class _Waiter:
-    __slots__ = ("done", "reply")
-
-    def __init__(self) -> None:
-        self.done = anyio.Event()
-        self.reply: mcp_wire.Reply | str | None = None  # a str: why there is no reply
-
-
 class ServerPipe:
     """The JSON-RPC of one running server; `on_end` is called once its output has ended (or
     was refused), after every call in flight was failed."""
 
-    def __init__(self, process: anyio.abc.Process, on_end: Callable[[], None]) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], on_end: Callable[[], None]) -> None:
         assert process.stdin is not None and process.stdout is not None
         self.process = process
-        self._stdin = process.stdin
-        self._stdout = process.stdout
+        self._loop = aio.loop()
+        self._in = process.stdin.fileno()
+        self._out = process.stdout.fileno()
         self._on_end = on_end
         self._last_id = 0
-        self._waiting: dict[int, _Waiter] = {}
+        self._waiting: dict[int, aio.Future[mcp_wire.Reply | str]] = {}
         self._to_sdk: MemoryObjectSendStream[SessionMessage | Exception] | None = None
+        self._read = bytearray()  # the start of a line not ended yet
+        self._unwritten = bytearray()
+        self._writing = False  # a writer waits for room in the pipe
+        self._input_open = True
+        self._reading = False
         self.ended: str | None = None  # why it can answer no more
+        os.set_blocking(self._in, False)
+        os.set_blocking(self._out, False)
+        self._loop.add_reader(self._out, self._readable)
+        self._reading = True
 
     def __repr__(self) -> str:
         state = f"ended: {self.ended}" if self.ended else f"{len(self._waiting)} calls waiting"
@@ -71,24 +76,121 @@ class ServerPipe:
             raise PipeError(self.ended)
         self._last_id += 1
         request_id = self._last_id
-        waiter = self._waiting[request_id] = _Waiter()
+        waiting = self._waiting[request_id] = self._loop.create_future()
         try:
-            await self._write(mcp_wire.call_line(request_id, tool, arguments))
-            await waiter.done.wait()
+            self._send(mcp_wire.call_line(request_id, tool, arguments))
+            reply = await waiting
         finally:
             self._waiting.pop(request_id, None)
-        reply = waiter.reply
         if not isinstance(reply, mcp_wire.Reply):
-            raise PipeError(reply or "no answer")
+            raise PipeError(reply)
         if reply.result is None:
             raise PipeError(f"the server answered {reply.error}")
         return reply.result
 
-    async def _write(self, data: bytes) -> None:
+    # --- writing -------------------------------------------------------------------------
+
+    def _send(self, data: bytes) -> None:
+        if self.ended is None and self._input_open:
+            self._unwritten += data
+            self._flush()
+
+    def _flush(self) -> None:
         try:
-            await self._stdin.send(data)
-        except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as error:
-            raise PipeError(f"its input is closed ({type(error).__name__})") from None
+            while self._unwritten:
+                del self._unwritten[: os.write(self._in, self._unwritten)]
+        except BlockingIOError:
+            if not self._writing:
+                self._loop.add_writer(self._in, self._flush)
+                self._writing = True
+            return
+        except OSError as error:
+            self._end(f"its input is closed ({error.strerror or error})")
+            return
+        self._stop_writing()
+
+    def _stop_writing(self) -> None:
+        if self._writing:
+            self._loop.remove_writer(self._in)
+            self._writing = False
+
+    def close_input(self) -> None:
+        """The server's standard input closed: a server ends when it reads its end."""
+        if self._input_open:
+            self._stop_writing()
+            self._input_open = False
+            assert self.process.stdin is not None
+            with contextlib.suppress(OSError):
+                self.process.stdin.close()
+
+    # --- reading -------------------------------------------------------------------------
+
+    def _readable(self) -> None:
+        try:
+            chunk = os.read(self._out, CHUNK)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self._end("the server closed its output")
+            return
+        start = len(self._read)
+        self._read += chunk
+        try:
+            while (end := self._read.find(b"\n", start)) >= 0:
+                line = bytes(self._read[:end])
+                del self._read[: end + 1]
+                start = 0
+                self._take(line)
+        except mcp_wire.WireError as error:
+            self._end(f"the server wrote what is not JSON-RPC ({error})")
+            return
+        if len(self._read) > mcp_wire.MAX_LINE:
+            self._end(f"the server wrote a line longer than {mcp_wire.MAX_LINE} bytes")
+
+    def _take(self, line: bytes) -> None:
+        if self.ended is not None or not line.strip():
+            return
+        if self._to_sdk is not None:
+            self._give_sdk(self._to_sdk, line)
+            return
+        message = mcp_wire.parse_line(line)
+        if isinstance(message, mcp_wire.Reply):
+            waiting = self._waiting.pop(message.id, None)
+            if waiting is not None and not waiting.done():
+                waiting.set_result(message)
+        elif isinstance(message, mcp_wire.Asked):
+            self._send(mcp_wire.answer_line(message))
+
+    def _end(self, why: str) -> None:
+        if self.ended is not None:
+            return
+        self.ended = why
+        self._stop_reading()
+        self._stop_writing()
+        for waiting in self._waiting.values():
+            if not waiting.done():
+                waiting.set_result(why)
+        self._waiting.clear()
+        if self._to_sdk is not None:
+            self._to_sdk.close()  # the SDK's session sees the end, as its own transport shows it
+        self._on_end()
+
+    def _stop_reading(self) -> None:
+        if self._reading:
+            self._loop.remove_reader(self._out)
+            self._reading = False
+
+    def release(self) -> None:
+        """Nothing watched any more, the output closed (once the process has ended)."""
+        self._stop_reading()
+        self.close_input()
+        assert self.process.stdout is not None
+        with contextlib.suppress(OSError):
+            self.process.stdout.close()
+
+    # --- the start, through the SDK ------------------------------------------------------
 
     @contextlib.asynccontextmanager
     async def for_sdk(
@@ -104,15 +206,14 @@ class ServerPipe:
         as its own stdio transport does). After it, brokerd reads the server itself."""
         from mcp.shared.message import SessionMessage
 
-        to_sdk, sdk_reads = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        to_sdk, sdk_reads = anyio.create_memory_object_stream[SessionMessage | Exception](SDK_QUEUE)
         sdk_writes, from_sdk = anyio.create_memory_object_stream[SessionMessage](0)
 
         async def forward() -> None:
             async with from_sdk:
                 async for sent in from_sdk:
                     data = sent.message.model_dump_json(by_alias=True, exclude_unset=True)
-                    with contextlib.suppress(PipeError):  # the SDK sees the end when reading
-                        await self._write(data.encode() + b"\n")
+                    self._send(data.encode() + b"\n")
 
         self._to_sdk = to_sdk
         try:
@@ -127,48 +228,7 @@ class ServerPipe:
             to_sdk.close()
             sdk_reads.close()
 
-    async def read(self) -> None:
-        """Read the server's lines until its output ends; then fail what waits."""
-        why = "the server closed its output"
-        buffer = bytearray()
-        try:
-            while True:
-                try:
-                    chunk = await self._stdout.receive(CHUNK)
-                except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                    break
-                start = len(buffer)
-                buffer += chunk
-                while (end := buffer.find(b"\n", start)) >= 0:
-                    line = bytes(buffer[:end])
-                    del buffer[: end + 1]
-                    start = 0
-                    await self._take(line)
-                if len(buffer) > mcp_wire.MAX_LINE:
-                    why = f"the server wrote a line longer than {mcp_wire.MAX_LINE} bytes"
-                    break
-        except mcp_wire.WireError as error:
-            why = f"the server wrote what is not JSON-RPC ({error})"
-        finally:
-            self._end(why)
-
-    async def _take(self, line: bytes) -> None:
-        if not line.strip():
-            return
-        if self._to_sdk is not None:
-            await self._give_sdk(self._to_sdk, line)
-            return
-        message = mcp_wire.parse_line(line)
-        if isinstance(message, mcp_wire.Reply):
-            waiter = self._waiting.pop(message.id, None)
-            if waiter is not None:
-                waiter.reply = message
-                waiter.done.set()
-        elif isinstance(message, mcp_wire.Asked):
-            with contextlib.suppress(PipeError):  # its end is seen by this reader
-                await self._write(mcp_wire.answer_line(message))
-
-    async def _give_sdk(
+    def _give_sdk(
         self, to_sdk: MemoryObjectSendStream[SessionMessage | Exception], line: bytes
     ) -> None:
         import mcp_types
@@ -179,19 +239,12 @@ class ServerPipe:
             given = SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line))
         except ValueError as error:  # pydantic's ValidationError: the session says so
             given = error
-        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-            await to_sdk.send(given)
-
-    def _end(self, why: str) -> None:
-        if self.ended is None:
-            self.ended = why
-        for waiter in self._waiting.values():
-            waiter.reply = self.ended
-            waiter.done.set()
-        self._waiting.clear()
-        if self._to_sdk is not None:
-            self._to_sdk.close()  # the SDK's session sees the end, as its own transport shows it
-        self._on_end()
+        try:
+            to_sdk.send_nowait(given)
+        except anyio.WouldBlock:
+            self._end(f"the server wrote over {SDK_QUEUE} messages while it started")
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass
 
 
 @contextlib.asynccontextmanager
@@ -200,31 +253,39 @@ async def running(
 ) -> AsyncIterator[ServerPipe]:
     """The server started with `argv` (its standard error to `errlog`), read until it ends or
     the block is left; then stopped, whatever happened (OSError: it did not start)."""
-    process = await anyio.open_process(argv, env=dict(env), stderr=errlog, start_new_session=True)
-    pipe = ServerPipe(process, on_end)
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(pipe.read)
-        try:
-            yield pipe
-        finally:
-            with anyio.CancelScope(shield=True):
-                await stop(process)
-            tasks.cancel_scope.cancel()
+    process = subprocess.Popen(
+        argv,
+        bufsize=0,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=errlog,
+        start_new_session=True,
+        env=dict(env),
+    )
+    try:
+        pipe = ServerPipe(process, on_end)
+    except BaseException:
+        _signal_group(process.pid, signal.SIGKILL)
+        with process:  # closes its pipes and reaps it
+            raise
+    try:
+        yield pipe
+    finally:
+        with anyio.CancelScope(shield=True):
+            await stop(pipe)
 
 
-async def stop(process: anyio.abc.Process) -> None:
+async def stop(pipe: ServerPipe) -> None:
     """Its input closed, STOP_S to end; then TERM to its group, STOP_S; then KILL (the MCP
     lifecycle's order, as the SDK's stdio client stops a server)."""
-    assert process.stdin is not None
-    with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-        await process.stdin.aclose()
-    if not await _ended(lambda: process.returncode is not None):
+    process = pipe.process
+    pipe.close_input()
+    if not await _ended(lambda: process.poll() is not None):
         _signal_group(process.pid, signal.SIGTERM)
         if not await _ended(lambda: not _group_alive(process.pid)):
             _signal_group(process.pid, signal.SIGKILL)
-        await _ended(lambda: process.returncode is not None)
-    with anyio.move_on_after(STOP_S):  # its pipes closed and the end seen; bounded all the same
-        await process.aclose()
+        await _ended(lambda: process.poll() is not None)
+    pipe.release()
 
 
 async def _ended(done: Callable[[], bool]) -> bool:

@@ -77,7 +77,7 @@ def check_schema(tool: ToolDef) -> str | None:
     from jsonschema.exceptions import SchemaError
 
     try:
-        _validator(canonical(tool.input_schema))
+        _validator(tool.schema_json)
     except SchemaError as error:
         return f"the inputSchema is not a valid JSON Schema: {error.message}"
     return None
@@ -94,7 +94,7 @@ def parse(tool: ToolDef, name: str, arguments: str) -> McpArgs:
     from jsonschema.exceptions import SchemaError, best_match
 
     try:
-        validator = _validator(canonical(tool.input_schema))
+        validator = _validator(tool.schema_json)
         error = best_match(validator.iter_errors(value))
     except SchemaError as bad:
         raise ArgsError.shape(f"the tool's inputSchema is not valid: {bad.message}") from None
@@ -107,14 +107,15 @@ def parse(tool: ToolDef, name: str, arguments: str) -> McpArgs:
     return McpArgs(name, canonical(value))
 
 
-def mismatch(schema: Mapping[str, Any], value: Any) -> str | None:
-    """Why `value` does not hold to `schema` (None: it does), with the same validator and the
-    same refusal of remote `$ref`s: a tool's structured result against its outputSchema."""
+def mismatch(schema_json: str, value: Any) -> str | None:
+    """Why `value` does not hold to the schema (its canonical JSON; None: it does), with the
+    same validators and the same refusal of remote `$ref`s: a tool's structured result
+    against its outputSchema."""
     import referencing.exceptions
     from jsonschema.exceptions import SchemaError, best_match
 
     try:
-        validator = _validator(canonical(schema))
+        validator = _validator(schema_json)
         if validator.is_valid(value):
             return None
         error = best_match(validator.iter_errors(value))

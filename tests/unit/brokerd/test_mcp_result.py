@@ -6,9 +6,12 @@ from typing import Any
 
 import pytest
 
+from bxcore.mcp_tools import canonical
 from services.brokerd.mcp_result import CUT_NOTE, MAX_OUTPUT, Outcome, ResultError, read
 
-SCHEMA = {"type": "object", "properties": {"result": {"type": "string"}}, "required": ["result"]}
+SCHEMA = canonical(
+    {"type": "object", "properties": {"result": {"type": "string"}}, "required": ["result"]}
+)
 
 
 @pytest.mark.parametrize(
@@ -26,7 +29,7 @@ SCHEMA = {"type": "object", "properties": {"result": {"type": "string"}}, "requi
          SCHEMA, Outcome(True, "ping", 5)),
     ],
 )  # fmt: skip
-def test_what_the_model_reads(result: dict[str, Any], schema: Any, outcome: Outcome) -> None:
+def test_what_the_model_reads(result: dict[str, Any], schema: str | None, outcome: Outcome) -> None:
     assert read(result, 5, schema) == outcome
 
 
@@ -45,7 +48,7 @@ def test_what_the_model_reads(result: dict[str, Any], schema: Any, outcome: Outc
         ({"content": [], "structuredContent": {"result": 1}}, SCHEMA),
     ],
 )
-def test_what_is_not_a_tool_result_is_refused(result: dict[str, Any], schema: Any) -> None:
+def test_what_is_not_a_tool_result_is_refused(result: dict[str, Any], schema: str | None) -> None:
     with pytest.raises(ResultError):
         read(result, 5, schema)
 
