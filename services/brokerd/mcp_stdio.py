@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 CHUNK = 65536
 STOP_S = 2.0  # each wait of the stop: for the server to end, then for TERM to end it
 POLL_S = 0.01
+MAX_UNWRITTEN = mcp_wire.MAX_LINE  # what brokerd holds for a server that does not read
 SDK_QUEUE = 256  # messages a starting server may write ahead of the SDK's reading
 
 
@@ -92,6 +93,11 @@ class ServerPipe:
 
     def _send(self, data: bytes) -> None:
         if self.ended is None and self._input_open:
+            if len(self._unwritten) + len(data) > MAX_UNWRITTEN:
+                # Answers to its own requests pile up while it never reads them: a server
+                # cannot make brokerd hold what it refuses to take.
+                self._end(f"the server left over {MAX_UNWRITTEN} bytes of its input unread")
+                return
             self._unwritten += data
             self._flush()
 
@@ -282,7 +288,8 @@ async def stop(pipe: ServerPipe) -> None:
     pipe.close_input()
     if not await _ended(lambda: process.poll() is not None):
         _signal_group(process.pid, signal.SIGTERM)
-        if not await _ended(lambda: not _group_alive(process.pid)):
+        # Reaped first: the group's leader left a zombie would count as alive.
+        if not await _ended(lambda: process.poll() is not None and not _group_alive(process.pid)):
             _signal_group(process.pid, signal.SIGKILL)
         await _ended(lambda: process.poll() is not None)
     pipe.release()

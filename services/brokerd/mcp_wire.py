@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from bxcore import strict_json
+
 #: The longest line a server may write: a result cut at 1 MiB of text (`mcp_result`) may be
 #: six times that escaped, and twice over with its structured copy; past it, the server ends.
 MAX_LINE = 16 * 1024 * 1024
@@ -71,11 +73,9 @@ def answer_line(asked: Asked) -> bytes:
 def parse_line(line: bytes) -> Message:
     """One line the server wrote, as a message; `WireError` when it is not one."""
     try:
-        value = json.loads(line, object_pairs_hook=_no_twice, parse_constant=_no_constant)
-    except (_Refused, ValueError) as error:  # JSONDecodeError, and bytes that are not UTF-8
+        value = strict_json.loads(line)
+    except strict_json.StrictJsonError as error:
         raise WireError(f"not JSON: {error}") from None
-    except RecursionError:
-        raise WireError("not JSON: nested too deeply") from None
     if not isinstance(value, dict) or value.get("jsonrpc") != "2.0":
         raise WireError("not a JSON-RPC 2.0 message")
     method = value.get("method")
@@ -108,20 +108,3 @@ def _error_text(error: object) -> str:
     if isinstance(code, bool) or not isinstance(code, int) or not isinstance(message, str):
         raise WireError("an error without a code and a message")
     return f"error {code}: {message}"
-
-
-class _Refused(Exception):
-    pass
-
-
-def _no_twice(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _Refused(f"duplicate field `{key}`")
-        out[key] = value
-    return out
-
-
-def _no_constant(name: str) -> Any:
-    raise _Refused(f"{name} is not a JSON value")

@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # imported when first used: a brokerd without [[mcp]] never p
     import referencing
     from jsonschema.exceptions import ValidationError
 
+from bxcore import strict_json
 from bxcore.mcp_tools import ToolDef, canonical
 from services.brokerd.core.args import MAX_ARGUMENTS, ArgsError
 from services.brokerd.core.argshape import json_kind
@@ -135,30 +136,9 @@ def _said(error: ValidationError) -> str:
 
 def _load(text: str) -> Any:
     try:
-        return json.loads(text, object_pairs_hook=_no_twice, parse_constant=_no_constant)
-    except _Refused as refused:
-        raise ArgsError.shape(str(refused)) from None
-    except ValueError as error:  # JSONDecodeError, and a lone surrogate's UnicodeError
+        return strict_json.loads(text)
+    except strict_json.StrictJsonError as error:
         raise ArgsError.shape(str(error)) from None
-    except RecursionError:
-        raise ArgsError.shape("the arguments are nested too deeply") from None
-
-
-class _Refused(Exception):
-    pass
-
-
-def _no_twice(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _Refused(f"duplicate field `{key}`")
-        out[key] = value
-    return out
-
-
-def _no_constant(name: str) -> Any:
-    raise _Refused(f"{name} is not a JSON value")
 
 
 def arguments_of(found: Mapping[str, Any]) -> str:

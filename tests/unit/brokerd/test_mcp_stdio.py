@@ -26,6 +26,10 @@ for line in sys.stdin:
         print("hello", flush=True)
     elif tool == "exit":
         sys.exit(0)
+    elif tool == "deaf":  # asks and asks, and never reads an answer
+        for n in range(20):
+            print(json.dumps({"jsonrpc": "2.0", "id": "p" * 1048576, "method": "ping"}), flush=True)
+        __import__("time").sleep(30)
     elif tool == "long":
         sys.stdout.write("x" * (17 * 1024 * 1024)); sys.stdout.flush()
     else:
@@ -75,6 +79,7 @@ async def test_the_servers_ping_is_answered_and_its_notification_ignored(tmp_pat
         ("garbage", "not JSON-RPC"),
         ("exit", "closed its output"),
         ("long", "longer than"),
+        ("deaf", "of its input unread"),
     ],
 )
 async def test_a_server_that_breaks_fails_the_call_and_ends(
