@@ -3,8 +3,9 @@ together. Every daemon and the supervisor run on anyio's **asyncio** backend (`a
 default; trio is never used), and these places depend on it:
 
 - **Watching a descriptor with a callback** (`loop().add_reader`, `add_writer`): the router
-  drains a plain pyzmq socket on its ZMQ_FD (`bxcore.router`), and a sandbox's pipes and
-  pidfd are read as they become ready (`services/brokerd/child.py`). anyio's
+  drains a plain pyzmq socket on its ZMQ_FD (`bxcore.router`), a sandbox's pipes and
+  pidfd are read as they become ready (`services/brokerd/child.py`), and so are a running
+  MCP server's (`services/brokerd/mcp_stdio.py`). anyio's
   `wait_readable` parks a task per wait, a future and several callbacks per wake-up: measured,
   most of a denied decision's time in the router, and ~1 ms of an allowed call in the child.
 - **A callback after the current ones** (`loop().call_soon`): the router's second look at
@@ -17,7 +18,7 @@ default; trio is never used), and these places depend on it:
   created from a reader callback, which has no task group to start them in.
 - **Socket calls on a loop** (`loop().sock_recv`, `sock_sendall`): the fetch proxy's end
   of a tunnel; anyio's Unix streams (4.16) can fail a read cancelled as data arrives.
-- **Futures** (`Future`): a child's end, set from those callbacks.
+- **Futures** (`Future`): a child's end, and an MCP server's answer, set from those callbacks.
 
 No other module imports asyncio (`tests/unit/test_imports.py` checks it).
 """

@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from bxcore.config_mcp import valid_server_name
@@ -62,13 +62,21 @@ def server_pattern(server: str) -> str:
 class ToolDef:
     """One tool as a server lists it: what the owner reads and what is pinned.
 
-    `input_schema` and `annotations` are JSON as the server sent them; `sha256` is the hash
-    of `canonical_json()`, computed once."""
+    `input_schema` and `annotations` are JSON as the server sent them; `sha256` (the hash of
+    `canonical_json()`) and `schema_json` (the canonical inputSchema, which its validator is
+    kept under) are computed once, here: they are asked at every decision and call."""
 
     name: str
     description: str
     input_schema: JsonObject
     annotations: JsonObject | None = None
+    sha256: str = field(init=False, repr=False, compare=False)
+    schema_json: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        digest = hashlib.sha256(self.canonical_json().encode("utf-8")).hexdigest()
+        object.__setattr__(self, "sha256", digest)
+        object.__setattr__(self, "schema_json", canonical(self.input_schema))
 
     def definition(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -82,10 +90,6 @@ class ToolDef:
 
     def canonical_json(self) -> str:
         return canonical(self.definition())
-
-    @property
-    def sha256(self) -> str:
-        return hashlib.sha256(self.canonical_json().encode("utf-8")).hexdigest()
 
     @property
     def read_only_hint(self) -> bool | None:

@@ -2,14 +2,17 @@
 content as JSON text when there is no text, other content described, never shown; cut at
 1 MiB like a toolkit's output. `isError` is a result the model reads with `ok` false.
 
-Pure: an SDK result object in, an `Outcome` out.
+Pure: the result object a server answered (`mcp_wire`) in, an `Outcome` out.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from services.brokerd.core import mcp_args
 
 MAX_OUTPUT = 1024 * 1024  # characters, as the toolkit's 1 MiB
 CUT_NOTE = "\n[… the result passed 1 MiB and was cut]"
@@ -31,27 +34,49 @@ class Outcome:
         return cls(False, "", 0, message, started)
 
 
-def read(answer: Any, ms: int) -> Outcome:
-    """A `CallToolResult` (or anything else the SDK returned) as the model reads it."""
-    dumped = (
-        answer.model_dump(by_alias=True, exclude_none=True)
-        if hasattr(answer, "model_dump")
-        else None
-    )
-    if not isinstance(dumped, dict) or "content" not in dumped:
-        return Outcome.failed("the MCP server answered something that is not a tool result")
+class ResultError(Exception):
+    """A `tools/call` result that is not one: one line of why."""
+
+
+CONTENT = frozenset({"text", "image", "audio", "resource_link", "resource"})
+
+
+def read(result: Mapping[str, Any], ms: int, output_schema: str | None) -> Outcome:
+    """A `tools/call` result object, parsed strictly, as the model reads it; `ResultError`
+    when it is not a tool result. A tool that lists an `outputSchema` (here its canonical
+    JSON) must return structured content that holds to it unless `isError` (MCP's rule, which
+    the SDK's client kept)."""
+    content = result.get("content")
+    failed = result.get("isError", False)
+    structured = result.get("structuredContent")
+    if not isinstance(content, list) or not isinstance(failed, bool):
+        raise ResultError("not a tool result (content, isError)")
+    if structured is not None and not isinstance(structured, dict):
+        raise ResultError("structuredContent is not an object")
     parts: list[str] = []
-    for item in dumped.get("content") or []:
+    for item in content:
         kind = item.get("type") if isinstance(item, dict) else None
-        if kind == "text" and isinstance(item.get("text"), str):
+        if kind not in CONTENT:
+            raise ResultError(f"content of an unknown type {str(kind)[:40]!r}")
+        assert isinstance(item, dict)
+        if kind == "text":
+            if not isinstance(item.get("text"), str):
+                raise ResultError("text content without text")
             parts.append(item["text"])
-        else:
-            mime = item.get("mimeType", "") if isinstance(item, dict) else ""
-            parts.append(f"[{kind or 'unknown'} content{' ' + mime if mime else ''}: not shown]")
-    structured = dumped.get("structuredContent")
+            continue
+        mime = item.get("mimeType", "")
+        if not isinstance(mime, str):
+            raise ResultError("a mimeType that is not text")
+        parts.append(f"[{kind} content{' ' + mime if mime else ''}: not shown]")
+    if output_schema is not None and not failed:
+        if "structuredContent" not in result:
+            raise ResultError("the tool has an outputSchema but returned no structured content")
+        mismatch = mcp_args.mismatch(output_schema, structured)
+        if mismatch is not None:
+            raise ResultError(f"the structured content breaks the outputSchema: {mismatch}")
     if not any(p for p in parts) and structured is not None:
         parts = [json.dumps(structured, ensure_ascii=False, sort_keys=True)]
     text = "\n".join(parts)
     if len(text) > MAX_OUTPUT:
         text = text[:MAX_OUTPUT] + CUT_NOTE
-    return Outcome(not bool(dumped.get("isError")), text, ms)
+    return Outcome(not failed, text, ms)

@@ -1,6 +1,7 @@
-"""The MCP servers of `[[mcp]]` (SPEC §18.2, §18.3, §18.6): started in their sandbox, spoken to
-over stdio with the `mcp` SDK's client, one process a session (or one shared), stopped when
-idle, started again after a crash; their listings compared with the owner's pins.
+"""The MCP servers of `[[mcp]]` (SPEC §18.2, §18.3, §18.6): started in their sandbox, started
+and listed with the `mcp` SDK's client and called with brokerd's own JSON-RPC (`mcp_stdio`),
+one process a session (or one shared), stopped when idle, started again after a crash or when
+its output ends; their listings compared with the owner's pins.
 
 It decides nothing: a call reaches `call` only once it was allowed and recorded. It owns the
 server processes (no other part of brokerd starts one) and `{home}/run/mcp-<name>.json`, the
@@ -16,14 +17,10 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 import anyio
 import anyio.abc
-
-if TYPE_CHECKING:  # the SDK costs ~0.7 s to import: only a brokerd with [[mcp]] pays it
-    from mcp import ClientSession
-    from mcp.client.stdio import StdioServerParameters
 
 from bxcore.atomic import write_atomically
 from bxcore.config_mcp import McpServer
@@ -36,16 +33,18 @@ from bxcore.mcp_tools import (
     Pins,
     ToolDef,
     build_catalog,
+    canonical,
     compare,
     parse_pins,
     split_name,
     tool_def,
 )
 from bxcore.report import Report
-from services.brokerd import mcp_result, mcp_sandbox
+from services.brokerd import mcp_result, mcp_sandbox, mcp_stdio
 from services.brokerd.core.mcp_args import McpArgs
 from services.brokerd.core.policy import Allowed
 from services.brokerd.mcp_proxy import HostsProxy
+from services.brokerd.mcp_stdio import PipeError, ServerPipe
 from services.brokerd.sandbox import Host
 from services.brokerd.watch import FolderWatch
 
@@ -68,7 +67,8 @@ class Instance:
     started_at: float
     used_at: float
     listing: dict[str, ToolDef] = field(default_factory=dict)
-    session: ClientSession | None = None
+    outputs: dict[str, str] = field(default_factory=dict)  # canonical outputSchema by tool
+    pipe: ServerPipe | None = None
     busy: int = 0
     stop: anyio.Event = field(default_factory=anyio.Event)
     ended: anyio.Event = field(default_factory=anyio.Event)
@@ -244,7 +244,10 @@ class McpRunner:
     async def _instance(self, name: str, key: str) -> Instance:
         """The running process of server `name` for `key`, started when there is none."""
         slot = (name, key)
-        lock = self._locks.setdefault(slot, anyio.Lock())
+        found = self._instances.get(slot)
+        if found is not None and not found.stop.is_set():
+            return found  # running: no lock to take (a turn of the loop a call)
+        lock = self._locks.get(slot) or self._locks.setdefault(slot, anyio.Lock())
         async with lock:
             found = self._instances.get(slot)
             if found is not None and not found.stop.is_set():
@@ -281,18 +284,18 @@ class McpRunner:
         self, instance: Instance, *, task_status: anyio.abc.TaskStatus[None]
     ) -> None:
         server = instance.server
-        params = self._parameters(server)  # StartFailed: before anything starts
+        argv, env = self._command(server)  # StartFailed: before anything starts
         self.home.logs.mkdir(parents=True, exist_ok=True)
         with open(self.home.mcp_log(server.name), "a", encoding="utf-8") as errlog:
             try:
-                await self._speak(instance, params, errlog, task_status)
+                await self._speak(instance, argv, env, errlog, task_status)
             except Exception as error:  # a server's end, whatever it was
                 if not instance.listed:
                     raise
                 whose = instance.key or "shared"
                 log.warning("MCP server %s (%s) ended: %s", server.name, whose, _why(error))
             finally:
-                instance.session = None
+                instance.pipe = None
                 instance.ended.set()
                 slot = (server.name, instance.key)
                 if self._instances.get(slot) is instance:
@@ -301,44 +304,53 @@ class McpRunner:
     async def _speak(
         self,
         instance: Instance,
-        params: StdioServerParameters,
+        argv: list[str],
+        env: Mapping[str, str],
         errlog: TextIO,
         task_status: anyio.abc.TaskStatus[None],
     ) -> None:
+        """The server started and listed through the SDK's ClientSession; then its calls are
+        brokerd's own JSON-RPC (`mcp_stdio`) until it is stopped or its output ends."""
         from mcp import ClientSession
-        from mcp.client.stdio import stdio_client
 
-        async with (
-            stdio_client(params, errlog=errlog) as (read, write),
-            ClientSession(read, write) as session,
-        ):
+        async with mcp_stdio.running(argv, env, errlog, instance.stop.set) as pipe:
             with anyio.fail_after(START_S):
-                await session.initialize()
-                listed = await session.list_tools()
+                async with pipe.for_sdk() as streams, ClientSession(*streams) as session:
+                    await session.initialize()
+                    listed = await session.list_tools()
+            if pipe.ended is not None:
+                raise StartFailed(pipe.ended)
             listing: dict[str, ToolDef] = {}
+            outputs: dict[str, str] = {}
             for tool in listed.tools:
+                dumped = tool.model_dump(by_alias=True, exclude_none=True)
                 try:
-                    found = tool_def(tool.model_dump(by_alias=True, exclude_none=True))
+                    found = tool_def(dumped)
                 except DefinitionError as error:
                     name = instance.server.name
                     log.warning("MCP server %s lists a broken tool: %s", name, error)
                     continue
                 listing[found.name] = found
+                if isinstance(dumped.get("outputSchema"), dict):
+                    outputs[found.name] = canonical(dumped["outputSchema"])
             instance.listing = listing
-            instance.session = session
+            instance.outputs = outputs
+            instance.pipe = pipe
             instance.listed = True
             task_status.started()
             await instance.stop.wait()
 
-    def _parameters(self, server: McpServer) -> StdioServerParameters:
-        from mcp.client.stdio import StdioServerParameters
+    def _command(self, server: McpServer) -> tuple[list[str], Mapping[str, str]]:
+        """The argv that starts `server` (in its sandbox, unless brokerd runs unconfined) and
+        its environment: the SDK's stdio client's defaults, with the entry's own over them."""
+        from mcp.client.stdio import get_default_environment
 
         program = mcp_sandbox.resolve_program(server.command[0], os.environ.get("PATH"))
         if program is None:
             raise StartFailed(f"{server.command[0]!r} is not an executable program here")
         if not self.sandboxed:
             argv, env = mcp_sandbox.unconfined(server, program)
-            return StdioServerParameters(command=argv[0], args=argv[1:], env=dict(env))
+            return argv, get_default_environment() | dict(env)
         if self.host.bwrap is None:
             raise StartFailed("sandbox unavailable: bwrap not found (install bubblewrap)")
         proxy = self.proxies.get(server.name)
@@ -347,7 +359,7 @@ class McpRunner:
         argv = mcp_sandbox.command(self.host, server, program, root, proxy=where)
         argv[0] = self.host.bwrap
         argv = mcp_sandbox.launched(self.host, argv, self._seccomp_file())
-        return StdioServerParameters(command=argv[0], args=argv[1:], env={})
+        return argv, get_default_environment()
 
     def _seccomp_file(self) -> str | None:
         """`{home}/run/mcp-seccomp.bpf`: the sandbox's filter (`core.seccomp`) for
@@ -401,17 +413,19 @@ class McpRunner:
         instance.busy += 1
         instance.used_at = self.clock()
         try:
-            client = instance.session
-            if client is None:
+            pipe = instance.pipe
+            if pipe is None:
                 return mcp_result.Outcome.failed(f"the MCP server {name} ended", started=True)
             with anyio.fail_after(timeout_s):
-                answer = await client.call_tool(tool, args.value)
+                result = await pipe.call(tool, args.text)
+            ms = int((self.clock() - began) * 1000)
+            return mcp_result.read(result, ms, instance.outputs.get(tool))
         except TimeoutError:
             instance.stop.set()  # a server that hangs is stopped; the next call starts one
             return mcp_result.Outcome.failed(
                 f"the call timed out after {timeout_s:g} s; the server was stopped", started=True
             )
-        except Exception as error:  # the server's end, or a broken answer
+        except (PipeError, mcp_result.ResultError) as error:  # its end, or a broken answer
             instance.stop.set()
             return mcp_result.Outcome.failed(
                 f"the MCP server {name} failed during the call: {_why(error)}", started=True
@@ -419,8 +433,6 @@ class McpRunner:
         finally:
             instance.busy -= 1
             instance.used_at = self.clock()
-        ms = int((self.clock() - began) * 1000)
-        return mcp_result.read(answer, ms)
 
 
 def _why(error: BaseException) -> str:

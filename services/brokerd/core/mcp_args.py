@@ -1,5 +1,6 @@
 """An MCP call's arguments (SPEC §18.5): the model's string checked against the tool's pinned
-`inputSchema` (JSON Schema draft 2020-12, by `jsonschema`), giving `McpArgs` or `ArgsError`.
+`inputSchema` (JSON Schema draft 2020-12, by `jsonschema`), giving `McpArgs` or `ArgsError`;
+and with the same validators, a tool's structured result against its `outputSchema`.
 
 Every `$ref` that is not inside the schema itself is refused: nothing is ever fetched. The
 model's text is hostile (§4): strict JSON, at most 2 MiB, an object. Pure: no I/O, no clock.
@@ -18,6 +19,7 @@ if TYPE_CHECKING:  # imported when first used: a brokerd without [[mcp]] never p
     import referencing
     from jsonschema.exceptions import ValidationError
 
+from bxcore import strict_json
 from bxcore.mcp_tools import ToolDef, canonical
 from services.brokerd.core.args import MAX_ARGUMENTS, ArgsError
 from services.brokerd.core.argshape import json_kind
@@ -76,7 +78,7 @@ def check_schema(tool: ToolDef) -> str | None:
     from jsonschema.exceptions import SchemaError
 
     try:
-        _validator(canonical(tool.input_schema))
+        _validator(tool.schema_json)
     except SchemaError as error:
         return f"the inputSchema is not a valid JSON Schema: {error.message}"
     return None
@@ -93,7 +95,7 @@ def parse(tool: ToolDef, name: str, arguments: str) -> McpArgs:
     from jsonschema.exceptions import SchemaError, best_match
 
     try:
-        validator = _validator(canonical(tool.input_schema))
+        validator = _validator(tool.schema_json)
         error = best_match(validator.iter_errors(value))
     except SchemaError as bad:
         raise ArgsError.shape(f"the tool's inputSchema is not valid: {bad.message}") from None
@@ -106,6 +108,27 @@ def parse(tool: ToolDef, name: str, arguments: str) -> McpArgs:
     return McpArgs(name, canonical(value))
 
 
+def mismatch(schema_json: str, value: Any) -> str | None:
+    """Why `value` does not hold to the schema (its canonical JSON; None: it does), with the
+    same validators and the same refusal of remote `$ref`s: a tool's structured result
+    against its outputSchema."""
+    import referencing.exceptions
+    from jsonschema.exceptions import SchemaError, best_match
+
+    try:
+        validator = _validator(schema_json)
+        if validator.is_valid(value):
+            return None
+        error = best_match(validator.iter_errors(value))
+    except SchemaError as bad:
+        return f"the schema is not valid: {bad.message}"
+    except referencing.exceptions.Unresolvable as ref:
+        return f"the schema refers outside itself: {ref}"
+    except RecursionError:
+        return "the value is nested too deeply"
+    return None if error is None else _said(error)
+
+
 def _said(error: ValidationError) -> str:
     where = "/".join(str(part) for part in error.absolute_path)
     return f"{where}: {error.message}" if where else error.message
@@ -113,30 +136,9 @@ def _said(error: ValidationError) -> str:
 
 def _load(text: str) -> Any:
     try:
-        return json.loads(text, object_pairs_hook=_no_twice, parse_constant=_no_constant)
-    except _Refused as refused:
-        raise ArgsError.shape(str(refused)) from None
-    except ValueError as error:  # JSONDecodeError, and a lone surrogate's UnicodeError
+        return strict_json.loads(text)
+    except strict_json.StrictJsonError as error:
         raise ArgsError.shape(str(error)) from None
-    except RecursionError:
-        raise ArgsError.shape("the arguments are nested too deeply") from None
-
-
-class _Refused(Exception):
-    pass
-
-
-def _no_twice(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _Refused(f"duplicate field `{key}`")
-        out[key] = value
-    return out
-
-
-def _no_constant(name: str) -> Any:
-    raise _Refused(f"{name} is not a JSON value")
 
 
 def arguments_of(found: Mapping[str, Any]) -> str:

@@ -1,0 +1,58 @@
+"""What the model reads of an MCP result, parsed strictly from the server's JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bxcore.mcp_tools import canonical
+from services.brokerd.mcp_result import CUT_NOTE, MAX_OUTPUT, Outcome, ResultError, read
+
+SCHEMA = canonical(
+    {"type": "object", "properties": {"result": {"type": "string"}}, "required": ["result"]}
+)
+
+
+@pytest.mark.parametrize(
+    ("result", "schema", "outcome"),
+    [
+        ({"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}, None,
+         Outcome(True, "a\nb", 5)),
+        ({"content": [{"type": "text", "text": "no disk"}], "isError": True}, SCHEMA,
+         Outcome(False, "no disk", 5)),
+        ({"content": [], "structuredContent": {"b": 1, "a": "é"}}, None,
+         Outcome(True, '{"a": "é", "b": 1}', 5)),
+        ({"content": [{"type": "image", "data": "AA==", "mimeType": "image/png"}]}, None,
+         Outcome(True, "[image content image/png: not shown]", 5)),
+        ({"content": [{"type": "text", "text": "ping"}], "structuredContent": {"result": "ping"}},
+         SCHEMA, Outcome(True, "ping", 5)),
+    ],
+)  # fmt: skip
+def test_what_the_model_reads(result: dict[str, Any], schema: str | None, outcome: Outcome) -> None:
+    assert read(result, 5, schema) == outcome
+
+
+@pytest.mark.parametrize(
+    ("result", "schema"),
+    [
+        ({}, None),
+        ({"content": "text"}, None),
+        ({"content": [], "isError": "yes"}, None),
+        ({"content": ["text"]}, None),
+        ({"content": [{"type": "video"}]}, None),
+        ({"content": [{"type": "text"}]}, None),
+        ({"content": [{"type": "image", "mimeType": 3}]}, None),
+        ({"content": [], "structuredContent": [1]}, None),
+        ({"content": [{"type": "text", "text": "x"}]}, SCHEMA),  # no structured content
+        ({"content": [], "structuredContent": {"result": 1}}, SCHEMA),
+    ],
+)
+def test_what_is_not_a_tool_result_is_refused(result: dict[str, Any], schema: str | None) -> None:
+    with pytest.raises(ResultError):
+        read(result, 5, schema)
+
+
+def test_a_long_text_is_cut_and_says_so() -> None:
+    outcome = read({"content": [{"type": "text", "text": "x" * (MAX_OUTPUT + 10)}]}, 0, None)
+    assert outcome.output == "x" * MAX_OUTPUT + CUT_NOTE
