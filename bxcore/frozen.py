@@ -1,8 +1,9 @@
-"""`@frozen`: a frozen dataclass with slots, as every message is (`bxcore.messages`), made for
-a fraction of what `@dataclass(frozen=True, slots=True)` costs to define.
+"""`@frozen`: a frozen dataclass with slots (every message of `bxcore.messages`, and the values
+of `bxcore` and brokerd's core), made for a fraction of what `@dataclass(frozen=True,
+slots=True)` costs to define.
 
-On Python 3.11 that decorator compiles six methods for each class: the 72 messages cost each
-process 40-60 ms of its start, and `bxctl up` starts five (bench startup). Here `dataclasses`
+On Python 3.11 that decorator compiles six methods for each class: the 72 messages alone cost
+each process 40-60 ms of its start, and `bxctl up` starts five (bench startup). Here `dataclasses`
 still makes the class (its fields, slots and `__match_args__`, so `dataclasses.fields` and
 `replace` work on it) and only `__init__` is compiled, as the generated one is; equality,
 hashing, `repr` and the refusal to be changed are shared functions that do what the generated
@@ -24,8 +25,8 @@ Values = Callable[[Any], tuple[Any, ...]]
 
 @dataclass_transform(frozen_default=True)
 def frozen(cls: type[T]) -> type[T]:
-    """`cls` as a frozen dataclass with slots. It has one field or more, with plain defaults
-    if any (no `field(...)`, no subclasses), and may have its own `__repr__`, which is kept."""
+    """`cls` as a frozen dataclass with slots. Its fields have plain defaults if any (no
+    `field(...)`, no subclasses); its own `__repr__`, if it has one, is kept."""
     own = vars(cls).keys()
     assert not own & {"__eq__", "__hash__", "__setattr__", "__delattr__", "__post_init__"}, cls
     documented = cls.__doc__ is not None
@@ -60,6 +61,7 @@ def _init(cls: type[Any], fields: tuple[dataclasses.Field[Any], ...]) -> Callabl
         for f in fields
     )
     body = "".join(f"  __object_setattr__(self, {f.name!r}, {f.name})\n" for f in fields)
+    body = body or "  pass\n"
     outer = ", ".join(["__object_setattr__", *defaults])
     source = f"def __make__({outer}):\n def __init__(self, {params}):\n{body} return __init__\n"
     scope: dict[str, Any] = {}
@@ -72,11 +74,13 @@ def _init(cls: type[Any], fields: tuple[dataclasses.Field[Any], ...]) -> Callabl
 
 def _values(names: tuple[str, ...]) -> Values:
     """An instance's field values, as the tuple the generated methods compare and hash."""
-    if len(names) == 1:
+    if len(names) > 1:
+        many: Values = operator.attrgetter(*names)
+        return many
+    if names:
         one = operator.attrgetter(names[0])
         return lambda self: (one(self),)
-    many: Values = operator.attrgetter(*names)  # TypeError for a class with no field
-    return many
+    return lambda self: ()
 
 
 def _eq(values: Values) -> Callable[[Any, object], Any]:

@@ -11,10 +11,10 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from bxcore.config_mcp import valid_server_name
+from bxcore.frozen import frozen
 
 PREFIX = "mcp__"
 #: The names OpenAI's and Anthropic's APIs take for a tool (§18.4).
@@ -58,7 +58,7 @@ def server_pattern(server: str) -> str:
     return f"{PREFIX}{server}__*"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ToolDef:
     """One tool as a server lists it: what the owner reads and what is pinned.
 
@@ -131,7 +131,7 @@ def tool_def(obj: Any) -> ToolDef:
 # --- pins ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Pins:
     """What the owner trusted of one server: each tool's definition as they saw it."""
 
@@ -197,7 +197,7 @@ def _refuse(name: str) -> object:
 # --- what a listing says against the pins ---------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Comparison:
     """A server's listing against its pins (§18.3)."""
 
@@ -225,7 +225,7 @@ def compare(pins: Pins | None, listed: Iterable[ToolDef]) -> Comparison:
 # --- what brokerd may decide -----------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Catalog:
     """The MCP tools as brokerd decides them (§18.3, §18.4), by model name: `tools` are pinned
     and unchanged (offered, decidable); `changed` were last listed new or changed (a rug pull:

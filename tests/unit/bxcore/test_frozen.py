@@ -45,6 +45,16 @@ class StockOne:
 
 
 @frozen
+class Empty:
+    KIND: ClassVar[str] = "empty"
+
+
+@dataclass(frozen=True, slots=True)
+class StockEmpty:
+    KIND: ClassVar[str] = "empty"
+
+
+@frozen
 class Secret:
     key: bytes
 
@@ -73,6 +83,11 @@ def test_a_single_field_compares_and_hashes_as_a_one_tuple() -> None:
     assert One("a") == One("a") and One("a") != One("b")
     assert repr(One("a")) == "One(id='a')"
     assert One.__doc__ == "A class with one field and a docstring of its own."
+
+
+def test_a_class_with_no_field_is_equal_to_its_kind() -> None:
+    assert Empty() == Empty() and hash(Empty()) == hash(StockEmpty()) == hash(())
+    assert repr(Empty()) == "Empty()" and Empty.__match_args__ == ()
 
 
 def test_a_class_keeps_its_own_repr() -> None:
