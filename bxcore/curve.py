@@ -8,7 +8,6 @@ socket accepts exactly the public keys it is given, through one ZAP handler a pr
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ import zmq.auth
 from zmq.auth.asyncio import AsyncioAuthenticator
 
 from bxcore.errors import SetupError
+from bxcore.frozen import frozen
 
 #: The parties that hold key pairs: the owner (bxctl), gatewayd, and brokerd's admin socket.
 PARTIES = ("owner", "gatewayd", "brokerd")
@@ -26,7 +26,7 @@ class KeyFileError(Exception):
     """A key file is missing or unreadable; the text says which and what to run."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class KeyPair:
     public: bytes  # z85
     secret: bytes  # z85

@@ -19,6 +19,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import anyio
+
+# anyio imports its asyncio backend on the first `anyio.run`. Imported here, it is loaded
+# while a held daemon waits for its turn (`START_GATE`), not after: 30-50 ms off each
+# service's start, one after another (bench startup).
+import anyio._backends._asyncio
 import zmq
 import zmq.asyncio
 

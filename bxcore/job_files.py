@@ -16,12 +16,12 @@ import re
 import stat
 import tomllib
 from collections.abc import Set
-from dataclasses import dataclass
 from pathlib import Path
 
 from bxcore import owner_toml
 from bxcore.atomic import create_atomically, write_atomically
 from bxcore.config import toml_value
+from bxcore.frozen import frozen
 from bxcore.ids import valid_grant_id
 from bxcore.jobs import MAX_JOB_BYTES, InvalidJob, Job, check_grants, parse_job
 
@@ -37,7 +37,7 @@ class JobRefused(Exception):
     """Nothing was written or removed; `str()` says why, in one line."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class JobSet:
     valid: tuple[Job, ...] = ()
     invalid: tuple[InvalidJob, ...] = ()
@@ -46,7 +46,7 @@ class JobSet:
         return sorted([*self.valid, *self.invalid], key=lambda job: job.id)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class JobFields:
     """What the owner gives `bxctl job add`; None: the key is left out (its default holds)."""
 

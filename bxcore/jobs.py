@@ -11,12 +11,12 @@ import enum
 import hashlib
 import re
 from collections.abc import Set
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from cronsim import CronSim, CronSimError
 
+from bxcore.frozen import frozen
 from bxcore.ids import valid_grant_id
 from bxcore.owner_toml import TableError, load_table
 
@@ -59,7 +59,7 @@ class CatchUp(enum.StrEnum):
     ONCE = "once"  # one run, at once, for any number missed
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Cron:
     """`schedule`: five cron fields, read in the owner's time zone (see `bxcore.schedule`)."""
 
@@ -69,7 +69,7 @@ class Cron:
         return self.expression
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Every:
     """`every`: a fixed interval, in seconds, as written (`text`)."""
 
@@ -83,7 +83,7 @@ class Every:
 Timing = Cron | Every
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Job:
     id: str
     timing: Timing
@@ -101,7 +101,7 @@ class Job:
         return f"Job({self.id}: {self.timing}, {len(self.grants)} grants, {state})"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class InvalidJob:
     id: str
     sha256: str

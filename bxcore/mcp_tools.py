@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bxcore.config_mcp import valid_server_name
+from bxcore.frozen import frozen
 
 PREFIX = "mcp__"
 #: The names OpenAI's and Anthropic's APIs take for a tool (§18.4).
@@ -58,7 +59,7 @@ def server_pattern(server: str) -> str:
     return f"{PREFIX}{server}__*"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)  # not @frozen: two fields are computed (__post_init__)
 class ToolDef:
     """One tool as a server lists it: what the owner reads and what is pinned.
 
@@ -135,7 +136,7 @@ def tool_def(obj: Any) -> ToolDef:
 # --- pins ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Pins:
     """What the owner trusted of one server: each tool's definition as they saw it."""
 
@@ -201,7 +202,7 @@ def _refuse(name: str) -> object:
 # --- what a listing says against the pins ---------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Comparison:
     """A server's listing against its pins (§18.3)."""
 
@@ -229,7 +230,7 @@ def compare(pins: Pins | None, listed: Iterable[ToolDef]) -> Comparison:
 # --- what brokerd may decide -----------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Catalog:
     """The MCP tools as brokerd decides them (§18.3, §18.4), by model name: `tools` are pinned
     and unchanged (offered, decidable); `changed` were last listed new or changed (a rug pull:

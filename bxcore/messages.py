@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass
 from typing import Annotated, ClassVar
 
 from bxcore.deny import DenyReason
+from bxcore.frozen import frozen
 from bxcore.ids import MAX_CALL_ID, MAX_REQUEST_ID, MAX_TOOL_NAME, valid_grant_id, valid_session
 from bxcore.labels import Label
 from bxcore.schema import Flat, Int, Tagged, Text
@@ -109,13 +109,13 @@ class EndReason(enum.StrEnum):
 # --- common (§3.4) -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Ping:
     TYPE: ClassVar[str] = "ping"
     id: RequestId
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Pong:
     TYPE: ClassVar[str] = "pong"
     id: RequestId
@@ -125,7 +125,7 @@ class Pong:
     started: Short
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Error:
     TYPE: ClassVar[str] = "error"
     id: RequestId
@@ -136,7 +136,7 @@ class Error:
 # --- the broker socket (§3.3) --------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ToolRequest:
     TYPE: ClassVar[str] = "tool_request"
     id: RequestId
@@ -146,7 +146,7 @@ class ToolRequest:
     arguments: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Done:
     TAG: ClassVar[str] = "done"
     ok: bool
@@ -154,20 +154,20 @@ class Done:
     label: Label
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Denied:
     TAG: ClassVar[str] = "denied"
     reason: DenyReason
     detail: Short | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Pending:
     TAG: ClassVar[str] = "pending"
     approval: ApprovalId
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Failed:
     TAG: ClassVar[str] = "error"
     message: Short
@@ -176,14 +176,14 @@ class Failed:
 Outcome = Done | Denied | Pending | Failed
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ToolResponse:
     TYPE: ClassVar[str] = "tool_response"
     id: RequestId
     outcome: Annotated[Outcome, Flat("outcome")]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class AwaitApproval:
     TYPE: ClassVar[str] = "await_approval"
     id: RequestId
@@ -192,7 +192,7 @@ class AwaitApproval:
     wait_ms: Annotated[int, Int(0, MAX_WAIT_MS)]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Absorb:
     TYPE: ClassVar[str] = "absorb"
     id: RequestId
@@ -200,14 +200,14 @@ class Absorb:
     child: Session
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class StateQuery:
     TYPE: ClassVar[str] = "state_query"
     id: RequestId
     session: Session
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class State:
     TYPE: ClassVar[str] = "state"
     id: RequestId
@@ -222,7 +222,7 @@ McpToolName = Annotated[
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ToolsQuery:
     """loopd, at a turn's start: the MCP tools to offer the model (§18.4)."""
 
@@ -230,7 +230,7 @@ class ToolsQuery:
     id: RequestId
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class OfferedTool:
     """One pinned, unchanged MCP tool as the model is offered it: its pinned description, and
     its pinned inputSchema as canonical JSON text (a JSON object)."""
@@ -240,7 +240,7 @@ class OfferedTool:
     input_schema: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Tools:
     TYPE: ClassVar[str] = "tools"
     id: RequestId
@@ -266,7 +266,7 @@ class JobEnd(enum.StrEnum):
     CANCELLED = "cancelled"  # the owner stopped it
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class JobStarted:
     """loopd, before a job's run `run` begins: record `job_started` (§19). Answered
     `job_recorded` once the record is durable; asked again for the same run, answered from the
@@ -282,7 +282,7 @@ class JobStarted:
     missed: Count = 0  # slots that passed with no run of their own
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class JobEnded:
     """loopd, when a job's run has ended: record `job_ended` with its figures (§19)."""
 
@@ -297,7 +297,7 @@ class JobEnded:
     detail: Short | None = None  # one line for the owner: which limit, which call
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class JobRecorded:
     TYPE: ClassVar[str] = "job_recorded"
     id: RequestId
@@ -310,7 +310,7 @@ class JobRecorded:
 # --- the admin socket (§3.6, §9, §13) --------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class VerdictRequest:
     """`verdict`: the owner's answer to a pending approval."""
 
@@ -322,7 +322,7 @@ class VerdictRequest:
     by: Short
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Settled:
     """The answer to a verdict: where the approval ended, and the call's denial if any."""
 
@@ -333,7 +333,7 @@ class Settled:
     reason: DenyReason | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ApprovalInfo:
     """One pending approval, with every canonical argument the owner approves (§9.1)."""
 
@@ -352,20 +352,20 @@ class ApprovalInfo:
     job: Short | None = None  # a job's run: which job, and the only grants it sees (§19)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PendingQuery:
     TYPE: ClassVar[str] = "pending_query"
     id: RequestId
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PendingList:
     TYPE: ClassVar[str] = "pending_list"
     id: RequestId
     approvals: tuple[ApprovalInfo, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class GrantInfo:
     """A grant file as brokerd sees it; an invalid one says why in `problem`."""
 
@@ -385,20 +385,20 @@ class GrantInfo:
     match: tuple[Short, ...] | None = None  # MCP grants: `[match]` as NAME=VALUE, one a value
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class GrantsReload:
     TYPE: ClassVar[str] = "grants_reload"
     id: RequestId
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class GrantList:
     TYPE: ClassVar[str] = "grant_list"
     id: RequestId
     grants: tuple[GrantInfo, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class GrantAdd:
     """Write a new grant file (§5.1), checked as `bxctl grant add` checks it; answered with
     the new `grant_list`, or `error` `invalid` saying why nothing was written."""
@@ -418,7 +418,7 @@ class GrantAdd:
     match: tuple[Short, ...] | None = None  # MCP tools only: NAME=VALUE, as `--match`
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class GrantRemove:
     """Remove one grant file; answered with the new `grant_list`."""
 
@@ -427,7 +427,7 @@ class GrantRemove:
     grant: Short
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class AuditTail:
     TYPE: ClassVar[str] = "audit_tail"
     id: RequestId
@@ -435,7 +435,7 @@ class AuditTail:
     session: Session | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class JobHistoryQuery:
     """A job's `job_started` and `job_ended` records, oldest first (`bxctl job history`)."""
 
@@ -445,7 +445,7 @@ class JobHistoryQuery:
     n: Annotated[int, Int(1, 10_000)] = 100
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class AuditRecords:
     """Ledger records, each exactly its line in the ledger."""
 
@@ -454,13 +454,13 @@ class AuditRecords:
     records: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class AuditVerify:
     TYPE: ClassVar[str] = "audit_verify"
     id: RequestId
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class AuditAccept:
     """The owner takes a cut or rolled-back ledger as it is (issue 10), answered `audit_report`
     with what was lost as its problem."""
@@ -469,7 +469,7 @@ class AuditAccept:
     id: RequestId
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class AuditReport:
     TYPE: ClassVar[str] = "audit_report"
     id: RequestId
@@ -480,7 +480,7 @@ class AuditReport:
     problem: Short | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Explain:
     TYPE: ClassVar[str] = "explain"
     id: RequestId
@@ -489,7 +489,7 @@ class Explain:
     arguments: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Explanation:
     """What brokerd would decide now, and each step of why (§13 `bxctl explain`)."""
 
@@ -505,7 +505,7 @@ class Explanation:
 # --- the owner's view of memory (§11, §12.2): brokerd asks memoryd for the owner ---------
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class NotesQuery:
     """The notes, newest first; with `query`, those that hold any of its words."""
 
@@ -514,7 +514,7 @@ class NotesQuery:
     query: Short | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class NoteInfo:
     note: Count
     session: Session
@@ -524,7 +524,7 @@ class NoteInfo:
     text: Short  # the note, cut to what a short string holds
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Notes:
     TYPE: ClassVar[str] = "notes"
     id: RequestId
@@ -535,13 +535,13 @@ class Notes:
 # --- broker-events (PUB) ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ApprovalRequested:
     TYPE: ClassVar[str] = "approval_requested"
     approval: ApprovalInfo
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ApprovalSettled:
     TYPE: ClassVar[str] = "approval_settled"
     approval: ApprovalId
@@ -550,7 +550,7 @@ class ApprovalSettled:
     reason: DenyReason | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class LedgerHead:
     """The ledger's head after a group commit: the witness the owner's side keeps (§7).
     `size`: the ledger's length in bytes through that record's line, so the owner's side can
@@ -565,7 +565,7 @@ class LedgerHead:
 # --- the loop socket and loop-events (§10) ---------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class OwnerMessage:
     TYPE: ClassVar[str] = "owner_message"
     id: RequestId
@@ -573,7 +573,7 @@ class OwnerMessage:
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Accepted:
     """loopd took an owner message; it runs as turn `turn` of the session, and the message
     is the session's event `seq` (what follows it is this turn's, or a later one's)."""
@@ -585,7 +585,7 @@ class Accepted:
     seq: Count
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Cancel:
     """Stop the session's running turn, and its sub-agents' (§12.2): it ends `cancelled`."""
 
@@ -594,7 +594,7 @@ class Cancel:
     session: Session
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Cancelled:
     """The answer to `cancel`, once the turn has ended: the turn that was running, or none
     (`turn` absent) when nothing ran."""
@@ -605,7 +605,7 @@ class Cancelled:
     turn: Count | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class JobRun:
     """Start a run of the job now (`bxctl job run`, §19), whatever its schedule."""
 
@@ -614,7 +614,7 @@ class JobRun:
     job: JobId
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class JobRunStarted:
     """The run `job_run` started: its session, `job-<id>-<n>`."""
 
@@ -624,13 +624,13 @@ class JobRunStarted:
     session: Session
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SessionsQuery:
     TYPE: ClassVar[str] = "sessions_query"
     id: RequestId
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SessionInfo:
     """`tokens`: what the session's model answers cost in all, as their servers said (absent
     when none said; issue 16)."""
@@ -642,14 +642,14 @@ class SessionInfo:
     tokens: Count | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SessionList:
     TYPE: ClassVar[str] = "session_list"
     id: RequestId
     sessions: tuple[SessionInfo, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class HistoryQuery:
     """A session's events with `seq` greater than `after` (all of them without it)."""
 
@@ -659,26 +659,26 @@ class HistoryQuery:
     after: Count | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class OwnerSaid:
     TAG: ClassVar[str] = "owner_message"
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class AssistantText:
     TAG: ClassVar[str] = "assistant_text"
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ToolCalled:
     TAG: ClassVar[str] = "tool_called"
     tool: ToolId
     arguments: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ToolDone:
     """A call that ran: `bytes` of output in all, and `output` itself for the owner's views,
     cut to 16 KiB with a note of what was cut (absent in histories from before issue 12)."""
@@ -690,7 +690,7 @@ class ToolDone:
     output: OutputShown | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ToolDenied:
     """A denial as the owner sees it: the reason only, never the detail (§3.5)."""
 
@@ -699,14 +699,14 @@ class ToolDenied:
     reason: DenyReason
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ToolPending:
     TAG: ClassVar[str] = "tool_pending"
     tool: ToolId
     approval: ApprovalId
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class TurnEnd:
     """`tokens`: what the turn's model answers cost, as their servers said (absent when none
     said, and in histories from before issue 16)."""
@@ -716,7 +716,7 @@ class TurnEnd:
     tokens: Count | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class TurnError:
     TAG: ClassVar[str] = "error"
     message: Short
@@ -734,7 +734,7 @@ Event = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class TurnEvent:
     TYPE: ClassVar[str] = "turn_event"
     session: Session
@@ -743,7 +743,7 @@ class TurnEvent:
     event: Annotated[Event, Tagged("kind")]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class History:
     """Events in order; `more` when one message could not hold them all (ask again after
     the last `seq`)."""
@@ -755,7 +755,7 @@ class History:
     more: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class TokensQuery:
     """The box's tokens today (§19)."""
 
@@ -763,7 +763,7 @@ class TokensQuery:
     id: RequestId
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Tokens:
     """The tokens the box's model answers cost on `day` (the machine's local day, `2026-12-01`)
     so far, and `[loop] max_tokens_per_day` (0: no cap)."""
@@ -778,7 +778,7 @@ class Tokens:
 # --- the supervisor socket (§13) -----------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ServiceInfo:
     """One supervised service: its state, process, restarts and how it last ended."""
 
@@ -790,13 +790,13 @@ class ServiceInfo:
     last_exit: Short | None = None  # "exit 1", "signal 9"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SupervisorStatus:
     TYPE: ClassVar[str] = "supervisor_status"
     id: RequestId
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SupervisorRestart:
     """Restart one service, or all of them in order when `service` is absent."""
 
@@ -805,7 +805,7 @@ class SupervisorRestart:
     service: Short | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SupervisorStop:
     """Stop one service (it stays stopped), or the whole box when `service` is absent."""
 
@@ -814,7 +814,7 @@ class SupervisorStop:
     service: Short | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SupervisorReport:
     TYPE: ClassVar[str] = "supervisor_report"
     id: RequestId
@@ -827,7 +827,7 @@ class SupervisorReport:
 # --- the gateway socket (§12): what `bxctl chat` needs -----------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class EventsQuery:
     """A session's events after `after`, waiting up to `wait_ms` for the first new one."""
 
@@ -838,7 +838,7 @@ class EventsQuery:
     wait_ms: Annotated[int, Int(0, MAX_WAIT_MS)]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Events:
     """New events of a session, and the approvals pending for it now."""
 

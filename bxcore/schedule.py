@@ -10,11 +10,11 @@ and a restart cannot move them.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 
 from cronsim import CronSim
 
+from bxcore.frozen import frozen
 from bxcore.jobs import CatchUp, Cron, Every, Job, Timing
 
 #: A slot this late or less is still run as on time (a scheduler woken a little late, a slow
@@ -25,7 +25,7 @@ ON_TIME = timedelta(seconds=60)
 MAX_COUNTED = 1000
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Due:
     """What a scheduler does for one job at `now`, having handled every slot up to `since`.
 

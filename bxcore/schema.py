@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
+from bxcore.frozen import frozen
+
 
 class SchemaError(ValueError):
     """A value does not fit its declared shape; the text is one line naming the field."""
@@ -28,7 +30,7 @@ class Obj(list[tuple[str, Any]]):
     """A JSON object as its key/value pairs in document order, so repeated keys can be seen."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Text:
     """A string of `low` to `high` UTF-8 bytes, optionally passing `check`, described as `what`."""
 
@@ -38,7 +40,7 @@ class Text:
     what: str = "a string"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Int:
     """An integer from `low` to `high` (JSON numbers with a fraction or exponent are not ints)."""
 
@@ -46,14 +48,14 @@ class Int:
     high: int = 2**53
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Flat:
     """A union of variants written inline in the enclosing object, chosen by the key `key`."""
 
     key: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Tagged:
     """A union of variants written as a nested object, chosen by its key `key`."""
 

@@ -8,7 +8,8 @@ assumes there are exactly five tools. Pure: no I/O.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+
+from bxcore.frozen import frozen
 
 
 class ToolName(enum.StrEnum):
@@ -64,7 +65,7 @@ class Mount(enum.StrEnum):
     PROXY = "proxy"  # only the fetch proxy's socket
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Field:
     name: str
     kind: Kind
@@ -72,7 +73,7 @@ class Field:
     optional: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Variant:
     """One value of a tagged tool's tag field, with the fields that value takes."""
 
@@ -84,7 +85,7 @@ class Variant:
     consequential: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ToolSpec:
     name: str
     description: str  # one line that tells the model how to succeed

@@ -13,11 +13,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from bxcore.atomic import write_atomically
+from bxcore.frozen import frozen
 
 _HASH = re.compile(r"[0-9a-f]{64}")
 _KEYS = ({"seq", "hash"}, {"seq", "hash", "size"})
@@ -32,7 +32,7 @@ class WitnessUnreadable(Exception):
     which file and why. It is never "no witness": that would let a cut ledger pass."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Seen:
     """A head the owner's side saw: `size` is the ledger's length through its line, or None
     when the head came without one (an older brokerd, or a witness file written before)."""

@@ -7,6 +7,8 @@ traceback only under `--debug`.
 
 from __future__ import annotations
 
+import atexit
+import gc
 import os
 import sys
 import traceback
@@ -31,6 +33,11 @@ from bxctl import (
 )
 from bxctl.init import init_home
 from bxctl.output import CommandError, say
+
+# The interpreter's exit collects every object once more, to free memory the process is about
+# to return: 35-45 ms of each command, `bxctl up` included (bench startup). Frozen first, they
+# are left alone. At exit only: a test that calls `main` in its own process is not touched.
+atexit.register(gc.freeze)
 
 app = typer.Typer(
     name="bxctl",

@@ -27,7 +27,7 @@ import zmq
 import zmq.asyncio
 
 from bxcore import curve, process_tree, runlock, service_states
-from bxcore.client import Client, ProtocolError, Unreachable
+from bxcore.client import Client, ProtocolError, Secure, Unreachable
 from bxcore.clock import now_ms, rfc3339
 from bxcore.config import Config, ConfigError, load_config
 from bxcore.console_link import console_address
@@ -57,11 +57,26 @@ from bxctl.specs import ServiceSpec, parse_specs
 log = logging.getLogger("supervisor")
 
 READY_S = 10.0  # a service must answer `ping` this soon after it starts (§13)
+PROBE_TRY_S = 1.0  # one ping's wait for a service that is starting, before a fresh socket
+PROBE_RECONNECT_MS = 5  # how often a probe tries to connect to a service not yet bound
 LEFTOVER_GRACE_S = 1.0  # what a service left running gets this long after SIGTERM, then KILL
 SETTLED = frozenset({ServiceState.RUNNING, ServiceState.FAILED, ServiceState.STOPPED})
 REFUSAL = Refusal(
     "{type} is not answered on the supervisor socket", ErrorCode.WRONG_SOCKET, anonymous="?"
 )
+
+
+def _eager(secure: Secure | None) -> Secure:
+    """A probe's socket set-up: it tries to connect every PROBE_RECONNECT_MS, never backing
+    off as other sockets do (`bxcore.router.tune`), and carries CURVE's keys (`secure`)."""
+
+    def set_up(socket: zmq.Socket[Any]) -> None:
+        socket.setsockopt(zmq.RECONNECT_IVL, PROBE_RECONNECT_MS)
+        socket.setsockopt(zmq.RECONNECT_IVL_MAX, 0)  # 0: no backoff
+        if secure is not None:
+            secure(socket)
+
+    return set_up
 
 
 class SupervisorError(Exception):
@@ -369,29 +384,29 @@ class Supervisor:
         except curve.KeyFileError as error:
             service.log.note(f"cannot probe {spec.name}: {error}")
             secure, deadline = None, self._clock()
-        client = Client(self._zmq, endpoint, name=spec.name, tries=1, secure=secure)
+        client = Client(self._zmq, endpoint, name=spec.name, tries=1, secure=_eager(secure))
         try:
             tries = 0
-            while self._clock() < deadline:
+            while (left := deadline - self._clock()) > 0:
                 tries += 1
-                # Short tries at first: each failed one reconnects afresh, where one long try
-                # would wait out ZeroMQ's growing reconnect interval (bench startup); longer
-                # later, for a machine too slow to answer in 50 ms.
-                wait = min(0.05 * 2 ** (tries // 10), 1.0)
+                # The ping waits in the socket's queue until the service binds, and goes out
+                # within PROBE_RECONNECT_MS (bench startup: a nap between short tries cost
+                # 30-40 ms a service). A try unanswered in a second starts on a fresh socket.
                 with contextlib.suppress(Unreachable, ProtocolError):
-                    pong = await client.request(Ping(f"ready-{generation}-{tries}"), timeout=wait)
+                    ping = Ping(f"ready-{generation}-{tries}")
+                    pong = await client.request(ping, timeout=min(left, PROBE_TRY_S))
                     if isinstance(pong, Pong) and pong.pid == process.pid:
                         if service.generation == generation and process.returncode is None:
                             self.apply(service, Event.READY)
                         return
-                await anyio.sleep(0.02)
+                await anyio.sleep(0.02)  # a quick failure (a bad answer, another pong): no spin
         finally:
             client.close()
         if service.generation == generation and process.returncode is None:
             service.log.note(f"{spec.name} did not answer ping in {self._ready_timeout:g} s")
             self.apply(service, Event.NOT_READY)
 
-    def _curve_client(self, spec: ServiceSpec) -> Callable[[zmq.Socket[Any]], None] | None:
+    def _curve_client(self, spec: ServiceSpec) -> Secure | None:
         if spec.curve_server is None:
             return None
         owner = curve.load_pair(self.home.keys, "owner")

@@ -11,9 +11,10 @@ from __future__ import annotations
 import enum
 import secrets
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from bxcore.clock import rfc3339
+from bxcore.frozen import frozen
 from bxcore.labels import Label
 from bxcore.messages import ApprovalInfo, ApprovalState, AskWhy
 
@@ -48,7 +49,7 @@ def random_id() -> str:
     return "".join(secrets.choice(ALPHABET) for _ in range(ID_LENGTH))
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Approval:
     id: str
     session: str

@@ -10,8 +10,8 @@ from __future__ import annotations
 import enum
 import json
 import re
-from dataclasses import dataclass
 
+from bxcore.frozen import frozen
 from bxcore.ids import byte_length_between
 from bxcore.tools import BROKERED, Kind, ToolName
 from services.brokerd.core.argshape import ShapeError, Value, decode, fields_of
@@ -93,7 +93,7 @@ class ArgsError(Exception):
         return str(self)[:MAX_DETAIL].translate(_ONE_LINE)  # one character for one: cut first
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ToolArgs:
     """A call's arguments once parsed: the tool, its field values in declared order (an absent
     optional field left out), and for a tagged tool the tag's name and value (`variant`).

@@ -11,8 +11,8 @@ import json
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from bxcore.frozen import frozen
 from bxcore.tools import Field, Kind, ToolSpec
 
 Value = str | int
@@ -32,14 +32,14 @@ class ShapeError(Exception):
     """Why the arguments do not have the tool's shape: the text after `invalid argument shape: `."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class _Object:
     """A JSON object as written: its pairs in document order, duplicates kept."""
 
     pairs: list[tuple[str, object]]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Decoded:
     variant: str | None  # the tag's value, for a tagged tool
     values: tuple[tuple[str, Value], ...]  # in declared order; an absent optional field left out

@@ -22,12 +22,12 @@ import enum
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import ClassVar, NamedTuple
 
 from bxcore import wire
 from bxcore.deny import DenyReason
+from bxcore.frozen import frozen
 from bxcore.labels import CLEAN, Label
 from bxcore.mcp_tools import NO_TOOLS, Catalog, split_name
 from bxcore.messages import ApprovalState, Denied, Done, Failed, Outcome, Pending, Scope, short
@@ -75,7 +75,7 @@ class Kind(enum.StrEnum):
     EXPIRED = "expired"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Found:
     """The ledger's records of the call (None: never decided)."""
 
@@ -84,14 +84,14 @@ class Found:
     mcp: Catalog = NO_TOOLS  # the MCP tools now: an invalid MCP call's detail is found again
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Unavailable:
     """The ledger cannot say whether the call was decided, or cannot be written."""
 
     KIND: ClassVar[Kind] = Kind.UNAVAILABLE
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Decided:
     """`policy.decide` on the session's `label`; for an `Ask`, the approval id it is recorded
     under, and, when a session-scoped approval covers it (§9.2), what it runs as then
@@ -104,7 +104,7 @@ class Decided:
     covered: policy.Allowed | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Unlabelled:
     """The session's label cannot be read: the call cannot be judged."""
 
@@ -112,17 +112,17 @@ class Unlabelled:
     why: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Durable:
     KIND: ClassVar[Kind] = Kind.DURABLE
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class NotDurable:
     KIND: ClassVar[Kind] = Kind.NOT_DURABLE
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Ran:
     """How the runner ended. `started`: a sandbox started, so the tool may have read what
     the grant shows, whatever the outcome (issue 9). `error`: brokerd's sentence."""
@@ -137,20 +137,20 @@ class Ran:
     error: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Raised:
     KIND: ClassVar[Kind] = Kind.RAISED
     before: Label
     after: Label
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class NotRaised:
     KIND: ClassVar[Kind] = Kind.NOT_RAISED
     why: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Verdict:
     """The owner's answer; `decision`: `policy.redecide` now, for an approval (None for a
     refusal)."""
@@ -162,7 +162,7 @@ class Verdict:
     decision: policy.Decision | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Expired:
     KIND: ClassVar[Kind] = Kind.EXPIRED
 
@@ -176,35 +176,35 @@ Event = (
 # --- effects: what the shell must do, in order ------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Record:
     """Append these records; feed back `Durable` once they are, or `NotDurable`."""
 
     entries: tuple[Entry, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Run:
     """Run the call as allowed; feed back `Ran`."""
 
     allowed: policy.Allowed
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Raise:
     """Raise the session by `label`; feed back `Raised` or `NotRaised`."""
 
     label: Label
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Answer:
     """The call's answer: final, or `Pending` while the owner decides."""
 
     outcome: Outcome
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Ask:
     """Hold the approval and tell the owner's side (`approval_requested`)."""
 
@@ -213,7 +213,7 @@ class Ask:
     label: Label
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Settle:
     """The approval moved (`move`), durably: tell the owner's side, and remember a
     session-wide approval (`scope`)."""
@@ -225,7 +225,7 @@ class Settle:
     scope: Scope
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Refuse:
     """The verdict changes nothing: the approval is being settled or is settled, or the
     verdict could not be made durable (it stays pending)."""

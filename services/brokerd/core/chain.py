@@ -6,12 +6,12 @@ owner saw (the witness), that the chain reaches it unchanged. Pure: no I/O.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
+from bxcore.frozen import frozen
 from services.brokerd.core.records import GENESIS, Head, Record, line_hash, parse_line
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ChainReport:
     """What a walk over the ledger found. `str()` is what `bxctl audit verify` prints."""
 

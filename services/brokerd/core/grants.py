@@ -12,10 +12,10 @@ import enum
 import fnmatch
 import hashlib
 import math
-from dataclasses import dataclass
 from typing import Any
 
 from bxcore import mcp_tools
+from bxcore.frozen import frozen
 from bxcore.ids import valid_grant_id
 from bxcore.labels import DataClass
 from bxcore.owner_toml import TableError, load_table
@@ -58,7 +58,7 @@ class McpKind(enum.StrEnum):
 MatchValue = str | int | float
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Grant:
     id: str
     tool: str
@@ -119,14 +119,14 @@ def _allows(allowed: MatchValue, value: Any) -> bool:
     return isinstance(value, int | float) and value == allowed
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class InvalidGrant:
     id: str
     sha256: str
     problem: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class GrantSet:
     valid: tuple[Grant, ...] = ()
     invalid: tuple[InvalidGrant, ...] = ()

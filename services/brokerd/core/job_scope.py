@@ -14,10 +14,10 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence, Set
-from dataclasses import dataclass
 
 from bxcore import mcp_tools
 from bxcore.deny import DenyReason
+from bxcore.frozen import frozen
 from bxcore.ids import job_run_of
 from bxcore.jobs import InvalidJob, Job, check_grants
 from bxcore.labels import Label
@@ -28,7 +28,7 @@ from services.brokerd.core.view import NO_PLACES, OwnPlaces
 Note = Callable[[Callable[[], str]], None]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class JobScope:
     """The grants a job's run may use: `grants` (none when `problem` says why: a missing or
     invalid job file gives no grant at all)."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # imported when first used: a brokerd without [[mcp]] never pays for them
@@ -20,12 +19,13 @@ if TYPE_CHECKING:  # imported when first used: a brokerd without [[mcp]] never p
     from jsonschema.exceptions import ValidationError
 
 from bxcore import strict_json
+from bxcore.frozen import frozen
 from bxcore.mcp_tools import ToolDef, canonical
 from services.brokerd.core.args import MAX_ARGUMENTS, ArgsError
 from services.brokerd.core.argshape import json_kind
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class McpArgs:
     """A checked MCP call: the tool's model name and its arguments as one canonical JSON text
     (sorted keys, compact), which is what the ledger keeps and what the server is sent.

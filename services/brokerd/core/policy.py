@@ -10,10 +10,10 @@ approves (a denial then still wins). Each step can be written to a `trace`, whic
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from bxcore import mcp_tools
 from bxcore.deny import DenyReason
+from bxcore.frozen import frozen
 from bxcore.labels import CLEAN, DataClass, Label
 from bxcore.messages import AskWhy
 from bxcore.tools import BROKERED, Match, Mount, Result
@@ -25,7 +25,7 @@ from services.brokerd.core.mcp_args import McpArgs
 from services.brokerd.core.view import NO_PLACES, NO_VIEW, OwnPlaces, View, exposure_label, plan
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Allowed:
     winner: Grant
     args: ToolArgs | McpArgs
@@ -33,14 +33,14 @@ class Allowed:
     view: View = NO_VIEW  # what the sandbox shows of the winner's path (`view.plan`)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Ask:
     winner: Grant
     args: ToolArgs | McpArgs
     why: AskWhy
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Denied:
     reason: DenyReason
     detail: str | None = None  # for invalid_arguments only (§4.3)

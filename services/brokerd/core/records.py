@@ -11,10 +11,10 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
 from bxcore.clock import rfc3339
+from bxcore.frozen import frozen
 from bxcore.labels import DataClass, Label
 
 GENESIS = "0" * 64
@@ -31,7 +31,7 @@ DecisionOutcome = Literal["allowed", "pending", "denied"]
 VerdictOutcome = Literal["allowed", "denied"]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Head:
     """The newest record: its `seq` and the hash of its line (`seq` 0 and GENESIS: empty)."""
 
@@ -42,7 +42,7 @@ class Head:
         return f"{self.seq}:{self.hash[:12]}"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class CallRecords:
     """One call's records (I8), as parsed dicts: its decision, verdict and execution."""
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import errno
 import struct
-from dataclasses import dataclass
+
+from bxcore.frozen import frozen
 
 S_ISUID = 0o4000
 S_ISGID = 0o2000
@@ -38,7 +39,7 @@ def _arg(n: int) -> int:
     return 16 + 8 * n
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Watched:
     """A system call whose mode argument is checked; `flags` is set for opens, whose mode
     counts only when they create a file."""
@@ -48,7 +49,7 @@ class Watched:
     flags: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Arch:
     name: str
     audit: int  # AUDIT_ARCH_*

@@ -23,14 +23,14 @@ moves only inside a sandbox that may see it, so only to places whose label is at
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
+from bxcore.frozen import frozen
 from bxcore.labels import Label
 from services.brokerd.core.args import inside
 from services.brokerd.core.grants import Grant, Mode
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class OwnPlaces:
     """boxmaker's own places, out of every tool's reach whatever the grants say (I2, I6):
     `closed` (the home, the run folder, the installation; as written and as resolved) except
@@ -53,7 +53,7 @@ NO_PLACES = OwnPlaces()
 PRIVATE = ("/proc", "/dev", "/tmp")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class View:
     """The plan of one sandbox under a grant of `root`: each list ordered parents first.
 

@@ -4,6 +4,8 @@ process, with a `serve` that fails at once."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -41,3 +43,10 @@ def test_a_bad_config_is_a_setup_error(short_tmp: Path, capsys: pytest.CaptureFi
     serve = failing(AssertionError("not reached"))
     assert run_daemon("testd", serve, ["--home", str(short_tmp)]) == SETUP_ERROR_EXIT
     assert "max_stepz" in capsys.readouterr().err
+
+
+def test_a_daemon_imports_anyios_asyncio_backend_before_it_is_let_go() -> None:
+    """Else `anyio.run` imports it after the start gate, in each service one after another."""
+    code = "import sys, bxcore.daemon; print('anyio._backends._asyncio' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip() == "True", done.stderr

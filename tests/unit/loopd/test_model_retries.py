@@ -284,3 +284,9 @@ async def test_one_model_serves_several_turns_at_once(fake: FakeModel, connect: 
         for _ in range(5):
             tasks.start_soon(ask)
     assert sorted(texts) == [f"answer {n}" for n in range(5)]
+
+
+async def test_the_http_client_is_made_by_the_first_request_not_at_start() -> None:
+    client = http_client.HttpClient("http://127.0.0.1:9/v1", 1.0, "OPENAI_API_KEY")
+    assert "not used yet" in repr(client)  # its TLS trust store would slow loopd's start
+    await client.aclose()
