@@ -204,9 +204,11 @@ class Broker:
             return kept
         call = Call(request.session, request.call, request.tool, request.arguments)
         try:
-            found = Found(self.book.lookup(key), self.judge.mcp())
+            recorded = self.book.lookup(key)
         except LedgerUnavailable:  # the ledger cannot say whether it was decided: refuse
             return AUDIT_UNAVAILABLE
+        # The MCP tools are looked at only to replay a recorded call (an invalid one's detail).
+        found = Found(None) if recorded is None else Found(recorded, self.judge.mcp())
         if found.records is None and not self.committer.available:
             return AUDIT_UNAVAILABLE
         answer = self.book.begin(key)
