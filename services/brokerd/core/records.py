@@ -147,6 +147,9 @@ KINDS: Mapping[str, tuple[Field, ...]] = {
     ),
 }
 JOB_KINDS = ("job_started", "job_ended")
+#: Each kind's field names, made once: a record is checked at every append.
+_KNOWN = {kind: frozenset(field.name for field in table) for kind, table in KINDS.items()}
+_ABSENT = object()
 
 _HEADER = ("seq", "at", "prev", "kind")
 _ENCODER = json.JSONEncoder(
@@ -171,16 +174,16 @@ def _fields_problem(kind: object, fields: Mapping[str, object]) -> str | None:
     """Why `fields` (JSON values, no None) do not make a `kind` record, or None."""
     if not isinstance(kind, str) or kind not in KINDS:
         return f"unknown kind {_show(kind)}"
-    table = KINDS[kind]
-    known = {f.name for f in table}
-    for name in fields:
-        if name not in known:
-            return f"a {kind} record has no field {_show(name)}"
-    for field in table:
-        if field.name not in fields:
+    known = _KNOWN[kind]
+    if not known.issuperset(fields):
+        unknown = next(name for name in fields if name not in known)
+        return f"a {kind} record has no field {_show(unknown)}"
+    for field in KINDS[kind]:
+        value = fields.get(field.name, _ABSENT)
+        if value is _ABSENT:
             if field.required:
                 return f"a {kind} record lacks `{field.name}`"
-        elif not field.type.test(fields[field.name]):
+        elif not field.type.test(value):
             return f"`{field.name}` of a {kind} record is not {field.type.says}"
     return None
 
