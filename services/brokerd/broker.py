@@ -216,8 +216,8 @@ class Broker:
             call = await self.driver.drive(call, found)
             if call.phase is Phase.JUDGING:
                 judged = self._judged(call)
-                tell = functools.partial(self._tell, await _preview_of(judged))
-                call = await self.driver.drive(call, judged, tell)
+                preview = await _preview_of(judged) if _asks(judged) else None
+                call = await self.driver.drive(call, judged, functools.partial(self._tell, preview))
         finally:
             if self.book.making(key) is answer:  # not answered: say so to who waits
                 self.book.finish(key, Failed("brokerd stopped before this call was answered"))
@@ -256,10 +256,19 @@ def offered(request_id: str, catalog: mcp_tools.Catalog) -> Tools:
     return Tools(request_id, tuple(tools))
 
 
+def _asks(judged: Decided | Unlabelled) -> bool:
+    """Whether the owner is about to be asked about the call."""
+    return (
+        isinstance(judged, Decided)
+        and judged.covered is None
+        and isinstance(judged.decision, policy.Ask)
+    )
+
+
 async def _preview_of(judged: Decided | Unlabelled) -> str | None:
-    """What a `write_file` the owner is about to be asked about would change (§12.2)."""
-    if not isinstance(judged, Decided) or judged.covered is not None:
-        return None
+    """What a `write_file` the owner is about to be asked about (`_asks`) would change
+    (§12.2)."""
+    assert isinstance(judged, Decided)
     decision = judged.decision
     if not isinstance(decision, policy.Ask) or decision.args.tool != ToolName.WRITE_FILE:
         return None
