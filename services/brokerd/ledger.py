@@ -43,6 +43,7 @@ from services.brokerd.core.records import (
 )
 from services.brokerd.index import INDEXED, START, Index, IndexError_, Mark, Where
 from services.brokerd.ledger_scan import (
+    INDEX_ERRORS,
     LedgerUnavailable,
     cause,
     mismatch,
@@ -72,24 +73,6 @@ def _fsync_folder(folder: Path, fsync: Callable[[int], None]) -> None:
         fsync(fd)
     finally:
         os.close(fd)
-
-
-class _IndexErrors:
-    """`with INDEX_ERRORS:` makes an sqlite error `LedgerUnavailable`. One object, where a
-    `contextlib.contextmanager` would make a generator a use (1.4 against 0.5 µs; every
-    request is looked up)."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(
-        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if isinstance(e, sqlite3.Error):
-            raise LedgerUnavailable(f"the ledger's index cannot be read: {e}") from e
-
-
-INDEX_ERRORS = _IndexErrors()
 
 
 def read_confirmed(path: Path) -> Mark | None:
