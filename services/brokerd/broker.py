@@ -204,9 +204,11 @@ class Broker:
             return kept
         call = Call(request.session, request.call, request.tool, request.arguments)
         try:
-            found = Found(self.book.lookup(key), self.judge.mcp())
+            recorded = self.book.lookup(key)
         except LedgerUnavailable:  # the ledger cannot say whether it was decided: refuse
             return AUDIT_UNAVAILABLE
+        # The MCP tools are looked at only to replay a recorded call (an invalid one's detail).
+        found = Found(None) if recorded is None else Found(recorded, self.judge.mcp())
         if found.records is None and not self.committer.available:
             return AUDIT_UNAVAILABLE
         answer = self.book.begin(key)
@@ -214,8 +216,8 @@ class Broker:
             call = await self.driver.drive(call, found)
             if call.phase is Phase.JUDGING:
                 judged = self._judged(call)
-                tell = functools.partial(self._tell, await _preview_of(judged))
-                call = await self.driver.drive(call, judged, tell)
+                preview = await _preview_of(judged) if _asks(judged) else None
+                call = await self.driver.drive(call, judged, functools.partial(self._tell, preview))
         finally:
             if self.book.making(key) is answer:  # not answered: say so to who waits
                 self.book.finish(key, Failed("brokerd stopped before this call was answered"))
@@ -254,10 +256,19 @@ def offered(request_id: str, catalog: mcp_tools.Catalog) -> Tools:
     return Tools(request_id, tuple(tools))
 
 
+def _asks(judged: Decided | Unlabelled) -> bool:
+    """Whether the owner is about to be asked about the call."""
+    return (
+        isinstance(judged, Decided)
+        and judged.covered is None
+        and isinstance(judged.decision, policy.Ask)
+    )
+
+
 async def _preview_of(judged: Decided | Unlabelled) -> str | None:
-    """What a `write_file` the owner is about to be asked about would change (§12.2)."""
-    if not isinstance(judged, Decided) or judged.covered is not None:
-        return None
+    """What a `write_file` the owner is about to be asked about (`_asks`) would change
+    (§12.2)."""
+    assert isinstance(judged, Decided)
     decision = judged.decision
     if not isinstance(decision, policy.Ask) or decision.args.tool != ToolName.WRITE_FILE:
         return None

@@ -217,10 +217,14 @@ async def serve(ctx: Context) -> None:
     def witness(head: Head) -> None:  # once the batch's answers are out: they are waited for
         loop.call_soon(events.publish, LedgerHead(head.seq, head.hash, ledger.size))
 
+    def committed(head: Head) -> None:  # and the batch's calls into the index then, off their way
+        witness(head)
+        loop.call_soon(ledger.index_appended)
+
     def alone() -> bool:  # the one request in the whole daemon: no batch to wait for
         return broker_socket.in_flight + admin_socket.in_flight <= 1
 
-    committer = Committer(ledger, witness, alone=alone)
+    committer = Committer(ledger, committed, alone=alone)
     memory = ctx.endpoint("memory")
 
     def memoryd() -> Client:

@@ -83,7 +83,11 @@ class Driver:
             fed: Event | None = None
             for effect in effects:
                 if isinstance(effect, Record):
-                    fed = await self._record(effect)
+                    try:
+                        await self.committer.append(effect.entries)
+                        fed = Durable()
+                    except LedgerUnavailable:
+                        fed = NotDurable()
                 elif isinstance(effect, Run):
                     fed = await self._run(call, effect)
                 elif isinstance(effect, Raise):
@@ -96,13 +100,6 @@ class Driver:
                 return call
             call, effects = step(call, fed)
             seen(call)
-
-    async def _record(self, effect: Record) -> Durable | NotDurable:
-        try:
-            await self.committer.append(effect.entries)
-        except LedgerUnavailable:
-            return NotDurable()
-        return Durable()
 
     async def _run(self, call: Call, effect: Run) -> Ran:
         result = await self.courier.run(call.session, call.call, effect.allowed)

@@ -4,7 +4,8 @@ that neither brokerd's memory nor its start grows with the ledger (issue 10).
 
 The index is derived, never the truth: it says up to which record of the ledger it holds
 (`covered`), and the ledger reads again from there at every start, or from its first line
-when the index does not match the file. So rows are written as records are appended and
+when the index does not match the file. So rows are written after their records are durable
+(once the answers are out, or at the index's next use: `Ledger.index_appended`) and
 committed lazily (`commit`), with no fsync of their own: whatever a crash loses of them, the
 next start takes again from the ledger, whose records were fsynced first. The first record of
 each sort wins (a call is decided, settled and run once). Only a `pending` decision names an

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Set
+from collections.abc import Sequence
 from pathlib import Path
 
 from bxcore.ids import job_run_of
 from bxcore.job_files import read_job_bytes
 from bxcore.jobs import InvalidJob, Job, parse_job
+from services.brokerd.core.grants import Grant
 from services.brokerd.core.job_scope import JobScope, scope_of
 
 log = logging.getLogger(__name__)
@@ -33,13 +34,13 @@ class JobFolder:
     def __repr__(self) -> str:
         return f"JobFolder({self.folder}: {len(self._cache)} jobs read)"
 
-    def scope(self, session: str, known: Set[str]) -> JobScope | None:
-        """The grants `session` may use when it is a job's run (else None); `known`: the ids
-        of the owner's valid grants now."""
+    def scope(self, session: str, grants: Sequence[Grant]) -> JobScope | None:
+        """The grants `session` may use when it is a job's run (else None, at the cost of a
+        look at its name); `grants`: the owner's valid grants now."""
         run = job_run_of(session)
         if run is None:
             return None
-        return scope_of(session, self._job(run[0]), known)
+        return scope_of(session, self._job(run[0]), {grant.id for grant in grants})
 
     def _job(self, job_id: str) -> Job | InvalidJob | None:
         path = self.folder / f"{job_id}.toml"

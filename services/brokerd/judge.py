@@ -41,15 +41,21 @@ class Judge:
 
     def scope(self, session: str) -> JobScope | None:
         """The grants a job's run may use (§19); None for any other session."""
-        return self.jobs.scope(session, {g.id for g in self.grants.current().valid})
+        return self.jobs.scope(session, self.grants.current().valid)
+
+    def mcp_for(self, tool: str) -> mcp_tools.Catalog:
+        """The MCP tools a call of `tool` is decided against: none for a built-in tool, which
+        `policy.decide` decides without them, so its decision never looks at the pins."""
+        return self.mcp() if mcp_tools.split_name(tool) is not None else mcp_tools.NO_TOOLS
 
     def decide(self, session: str, tool: str, arguments: str) -> tuple[Label, policy.Decision]:
         """The session's label and the decision on it; `StateError` when the label cannot
         be read."""
         label = self.labels.read(session)
         grants = self.grants.current().valid
+        scope = self.jobs.scope(session, grants)
         decision = job_scope.decide(
-            label, tool, arguments, grants, self.scope(session), own=self.own, mcp=self.mcp()
+            label, tool, arguments, grants, scope, own=self.own, mcp=self.mcp_for(tool)
         )
         return label, decision
 
@@ -57,8 +63,9 @@ class Judge:
         """An approved call decided again now (§9.2); `StateError` as `decide`."""
         label = self.labels.read(session)
         grants = self.grants.current().valid
-        scope = self.scope(session)
-        return job_scope.redecide(label, tool, arguments, grants, scope, self.own, self.mcp())
+        scope = self.jobs.scope(session, grants)
+        mcp = self.mcp_for(tool)
+        return job_scope.redecide(label, tool, arguments, grants, scope, self.own, mcp)
 
     def approved(self, ask: policy.Ask) -> policy.Allowed:
         """What a call the owner approved for its whole session runs as (§9.2)."""
@@ -72,7 +79,7 @@ class Judge:
         if grants.invalid:
             names = ", ".join(g.id for g in grants.invalid)
             trace.append(f"invalid grants, never matching: {names}")
-        scope = self.scope(session)
+        scope = self.jobs.scope(session, grants.valid)
         return job_scope.decide(
-            label, tool, arguments, grants.valid, scope, trace, self.own, self.mcp()
+            label, tool, arguments, grants.valid, scope, trace, self.own, self.mcp_for(tool)
         )

@@ -23,7 +23,7 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -43,12 +43,13 @@ from services.brokerd.core.records import (
 )
 from services.brokerd.index import INDEXED, START, Index, IndexError_, Mark, Where
 from services.brokerd.ledger_scan import (
+    INDEX_ERRORS,
     LedgerUnavailable,
     cause,
-    lines_backwards,
     mismatch,
     read_line_at,
     scan,
+    tail,
 )
 from services.brokerd.verify import walk_fast
 
@@ -72,14 +73,6 @@ def _fsync_folder(folder: Path, fsync: Callable[[int], None]) -> None:
         fsync(fd)
     finally:
         os.close(fd)
-
-
-@contextlib.contextmanager
-def _unavailable_on_index_error() -> Iterator[None]:
-    try:
-        yield
-    except sqlite3.Error as error:
-        raise LedgerUnavailable(f"the ledger's index cannot be read: {error}") from error
 
 
 def read_confirmed(path: Path) -> Mark | None:
@@ -136,6 +129,7 @@ class Ledger:
         self._written = START  # what head.json holds
         self._short: Mark | None = None  # a head the file fell short of (cut or rolled back)
         self._index: Index | None = None
+        self._unindexed: list[tuple[Record, int]] = []  # appended; in the index at next use
         self.read_at_start = 0  # records the last start read (those its index did not hold)
 
     @classmethod
@@ -262,7 +256,8 @@ class Ledger:
     def close(self) -> None:
         """Releases the file; a later `reopen()` reads it afresh (another may have written)."""
         with self._lock:
-            self._persist_index()
+            with contextlib.suppress(LedgerUnavailable):  # the state says why
+                self._persist_index()
             if self._state is LedgerState.OK:
                 with contextlib.suppress(OSError):
                     self._write_confirmed()
@@ -297,6 +292,7 @@ class Ledger:
         """Opening, from nothing known but the files (or, with `accept`, trusting neither
         head.json nor the witness: the owner took the ledger as it is)."""
         self._close_fd()
+        self._unindexed.clear()  # what the index does not hold is read again below
         self._set(LedgerState.LOADING, "reading the ledger")
         try:
             self._fd = self._open_file()
@@ -446,16 +442,43 @@ class Ledger:
         """Commit the index and write the confirmed head durably, if either moved: brokerd
         calls it every fraction of a second, off the answer path, and at stop."""
         with self._lock:
-            self._persist_index()
+            with contextlib.suppress(LedgerUnavailable):  # the state says why
+                self._persist_index()
             mark = Mark(self._head, self._size) if self._state is LedgerState.OK else None
         if mark is not None and mark != self._written:
             self._write_mark(mark)
 
     def _persist_index(self) -> None:
-        if self._index is not None and self._state is LedgerState.OK:
-            self._index.mark(Mark(self._head, self._size))
+        index = self._indexed()  # it must hold every call up to the mark
+        if index is not None and self._state is LedgerState.OK:
+            index.mark(Mark(self._head, self._size))
             with contextlib.suppress(Exception):  # derived: a later start reads it again
-                self._index.commit()
+                index.commit()
+
+    def index_appended(self) -> None:
+        """Put the calls appended since the last time into the index. brokerd does it once a
+        batch's answers are out: the index is derived, and its rows cost as much as a
+        decision's record, so they stay off the answer's way. Every use of the index does
+        it first (`_indexed`), so that no lookup ever misses a call (I8)."""
+        with self._lock, contextlib.suppress(LedgerUnavailable):  # the state says why
+            self._indexed()
+
+    def _indexed(self) -> Index | None:
+        """The index, holding every record appended; LedgerUnavailable when it cannot."""
+        if not self._unindexed or self._index is None:
+            return self._index
+        added, self._unindexed = self._unindexed, []
+        try:
+            for record, offset in added:
+                self._index.add(record, offset)
+        except sqlite3.Error as e:
+            # The records are durable, but the once-per-call rule can no longer be kept:
+            # refuse until a reopen has built the index again (from the file, if need be).
+            self._index.close()
+            self._index, self._verified = None, False
+            self._fail(f"cannot write the ledger's index: {e}")
+            raise LedgerUnavailable(f"the ledger failed: {self._problem}") from e
+        return self._index
 
     def _write_confirmed(self) -> None:
         self._write_mark(Mark(self._head, self._size))
@@ -503,18 +526,10 @@ class Ledger:
         self._commit(self._fd, data)
         offset = self._size
         self._head, self._size = heads[-1], self._size + len(data)
-        if self._index is not None:
-            try:
-                for line, record in zip(lines, built, strict=True):
-                    if record["kind"] in INDEXED:  # as a reader would parse it back
-                        self._index.add(record, offset)
-                    offset += len(line) + 1
-            except sqlite3.Error as e:
-                # The records are durable, but the once-per-call rule can no longer be kept:
-                # refuse until a reopen has built the index again (from the file, if need be).
-                self._index.close()
-                self._index, self._verified = None, False
-                self._fail(f"cannot write the ledger's index: {e}")
+        for line, record in zip(lines, built, strict=True):
+            if record["kind"] in INDEXED:  # as a reader would parse it back
+                self._unindexed.append((record, offset))
+            offset += len(line) + 1
         return heads
 
     def _commit(self, fd: int, data: bytes) -> None:
@@ -538,11 +553,12 @@ class Ledger:
     def lookup(self, session: str, call: str) -> CallRecords | None:
         """That call's records (I8), or None if it was never decided. LedgerUnavailable when
         the ledger cannot say (an index that fails, a record that does not read back)."""
-        with self._lock, _unavailable_on_index_error():
-            if self._index is None:
+        with self._lock, INDEX_ERRORS:
+            index = self._indexed()
+            if index is None:
                 return None
             self._readable()
-            where = self._index.lookup(session, call)
+            where = index.lookup(session, call)
             return None if where is None else self._records(where, (session, call))
 
     def unsettled(self) -> list[CallRecords]:
@@ -550,21 +566,24 @@ class Ledger:
         the pending approvals)."""
         with self._lock:
             self._readable()
-            found = [] if self._index is None else self._index.unsettled()
+            index = self._indexed()
+            found = [] if index is None else index.unsettled()
             return [self._records(where, None) for where in found]
 
     def scoped(self) -> list[CallRecords]:
         """The calls approved for their whole session (to rebuild those scopes)."""
         with self._lock:
             self._readable()
-            found = [] if self._index is None else self._index.scoped()
+            index = self._indexed()
+            found = [] if index is None else index.scoped()
             return [self._records(where, None) for where in found]
 
     def approval(self, approval_id: str) -> tuple[str, str] | None:
         """The (session, call) an approval id was made for, or None."""
-        with self._lock, _unavailable_on_index_error():
+        with self._lock, INDEX_ERRORS:
             self._readable()
-            return None if self._index is None else self._index.approval(approval_id)
+            index = self._indexed()
+            return None if index is None else index.approval(approval_id)
 
     def _readable(self) -> None:
         """A broken ledger says nothing of what it holds: its index may name records the file
@@ -602,14 +621,12 @@ class Ledger:
     def job_records(self, job: str, runs: int, run: int | None = None) -> list[Record]:
         """The `job_started` and `job_ended` records of `job`'s last `runs` runs (or of run
         `run` alone), oldest first (§19)."""
-        with self._lock, _unavailable_on_index_error():
+        with self._lock, INDEX_ERRORS:
             self._readable()
-            if self._index is None or self._reader is None:
+            index = self._indexed()
+            if index is None or self._reader is None:
                 return []
-            if run is None:
-                found = self._index.job_runs(job, runs)
-            else:
-                found = [self._index.job_run(job, run)]
+            found = index.job_runs(job, runs) if run is None else [index.job_run(job, run)]
             offsets = [offset for pair in found for offset in pair if offset is not None]
             with os.fdopen(os.dup(self._reader), "rb") as f:
                 records = [parse_line(read_line_at(f, offset)) for offset in offsets]
@@ -621,37 +638,8 @@ class Ledger:
         return [record for record in records if not isinstance(record, str)]
 
     def tail(self, n: int, session: str | None = None) -> list[Record]:
-        """The last `n` records, oldest first; with `session`, only that session's (its
-        decisions, verdicts, executions, raises, and absorbs as parent or child). Reads the
-        file backwards from the last confirmed byte; keeps nothing in memory."""
+        """The last `n` records, oldest first; with `session`, only that session's
+        (`ledger_scan.tail`)."""
         with self._lock:
             size = self._size
-        found: list[Record] = []
-        if n <= 0:
-            return found
-        try:
-            with open(self.path, "rb") as f:
-                for line in lines_backwards(f, size):
-                    try:
-                        record = json.loads(line)
-                    except (ValueError, RecursionError):
-                        continue
-                    if not isinstance(record, dict) or "kind" not in record:
-                        continue
-                    if session is None or session in self._sessions_of(record):
-                        found.append(record)
-                        if len(found) == n:
-                            break
-        except OSError as e:
-            raise LedgerUnavailable(f"cannot read {self.path}: {cause(e)}") from e
-        found.reverse()
-        return found
-
-    def _sessions_of(self, record: Record) -> tuple[str, ...]:
-        kind = record.get("kind")
-        if kind == "absorbed":
-            return (str(record.get("parent")), str(record.get("child")))
-        if kind == "verdict":
-            found = self.approval(str(record.get("approval")))
-            return () if found is None else (found[0],)
-        return (str(record["session"]),) if "session" in record else ()
+        return tail(self.path, size, n, session, self.approval)

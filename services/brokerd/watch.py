@@ -2,8 +2,9 @@
 
 The grants folder is consulted at every decision (§5.1: a change is seen at the next one),
 and listing and stat-ing it each time cost more than the decision itself. An inotify watch
-tells the same for one non-blocking read. Where inotify is unavailable (`available` is
-False), the caller compares what it sees with what it saw.
+tells the same for one `poll` of its descriptor (0.7 µs; a read that finds nothing raises and
+costs 1.9). Where inotify is unavailable (`available` is False), the caller compares what it
+sees with what it saw.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import select
 from pathlib import Path
 
 IN_MODIFY = 0x002
@@ -53,8 +55,11 @@ class FolderWatch:
         self.folder = folder
         self._fd = -1
         self._watching = False
+        self._poll = select.poll()
         if _LIBC is not None:
             self._fd = _LIBC.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
+        if self._fd >= 0:
+            self._poll.register(self._fd, select.POLLIN)
 
     @property
     def available(self) -> bool:
@@ -68,6 +73,8 @@ class FolderWatch:
         if not self._watching:
             self._watching = self._add()
             return True
+        if not self._poll.poll(0):
+            return False
         try:
             data = os.read(self._fd, 65536)
         except BlockingIOError:

@@ -334,10 +334,10 @@ TABLE: Mapping[tuple[Phase, Kind], Rule] = MappingProxyType(
 def step(call: Call, event: Event) -> Step:
     """The call after `event`, and the effects the shell must carry out, in order. At most
     one effect feeds an event back (`Record`, `Run`, `Raise`), and it comes last."""
-    rule = TABLE.get((call.phase, event.KIND))
+    rule = _STEPS.get((call.phase, event.KIND))
     if rule is None:
         raise Unexpected(f"{event.KIND} in phase {call.phase} of {call.key}")
-    return _RULES[rule](call, event)
+    return rule(call, event)
 
 
 def _answer(call: Call, outcome: Outcome) -> Step:
@@ -575,6 +575,9 @@ _RULES = {
     Rule.ALREADY_SETTLED: _already_settled,
     Rule.IGNORE: _ignore,
 }
+#: `TABLE` with each cell's rule as its function, so that a step looks up one cell (a
+#: `Rule`, a plain Enum, hashes in Python: three of them a denied call).
+_STEPS = {cell: _RULES[rule] for cell, rule in TABLE.items()}
 
 
 def fit_output(output: str) -> str:

@@ -147,6 +147,9 @@ KINDS: Mapping[str, tuple[Field, ...]] = {
     ),
 }
 JOB_KINDS = ("job_started", "job_ended")
+#: Each kind's field names, made once: a record is checked at every append.
+_KNOWN = {kind: frozenset(field.name for field in table) for kind, table in KINDS.items()}
+_ABSENT = object()
 
 _HEADER = ("seq", "at", "prev", "kind")
 _ENCODER = json.JSONEncoder(
@@ -167,22 +170,41 @@ def label_json(label: Label) -> dict[str, object]:
     return {"class": label.class_.value, "untrusted": label.untrusted}
 
 
-def _fields_problem(kind: object, fields: Mapping[str, object]) -> str | None:
-    """Why `fields` (JSON values, no None) do not make a `kind` record, or None."""
+def _ordered(
+    seq: object,
+    at: object,
+    prev: object,
+    kind: object,
+    fields: Mapping[str, object],
+    *,
+    built: bool,
+) -> Record | str:
+    """The record of a `kind` line with `fields`, its keys in their canonical order, or why
+    there is none. `built`: the fields are being written, so a None is a field left out and
+    a `Label` is written as `{"class","untrusted"}`; else they were read (JSON values)."""
+    problem = _header_problem(seq, at, prev)
+    if problem is not None:
+        return problem
     if not isinstance(kind, str) or kind not in KINDS:
         return f"unknown kind {_show(kind)}"
-    table = KINDS[kind]
-    known = {f.name for f in table}
-    for name in fields:
-        if name not in known:
-            return f"a {kind} record has no field {_show(name)}"
-    for field in table:
-        if field.name not in fields:
+    known = _KNOWN[kind]
+    if not known.issuperset(fields):
+        unknown = [n for n, v in fields.items() if n not in known and not (built and v is None)]
+        if unknown:
+            return f"a {kind} record has no field {_show(unknown[0])}"
+    record: Record = {"seq": seq, "at": at, "prev": prev, "kind": kind}
+    for field in KINDS[kind]:
+        value = fields.get(field.name, _ABSENT)
+        if built and (value is None or isinstance(value, Label)):
+            value = _ABSENT if value is None else label_json(value)
+        if value is _ABSENT:
             if field.required:
                 return f"a {kind} record lacks `{field.name}`"
-        elif not field.type.test(fields[field.name]):
+        elif not field.type.test(value):
             return f"`{field.name}` of a {kind} record is not {field.type.says}"
-    return None
+        else:
+            record[field.name] = value
+    return record
 
 
 def _header_problem(seq: object, at: object, prev: object) -> str | None:
@@ -209,27 +231,19 @@ def build_record(
     seq: int, at: str, prev: str, kind: str, fields: Mapping[str, object]
 ) -> tuple[bytes, Record]:
     """`build`, and the record as `parse_line` would give it back (for the index)."""
-    values = {
-        k: label_json(v) if isinstance(v, Label) else v for k, v in fields.items() if v is not None
-    }
-    problem = _header_problem(seq, at, prev) or _fields_problem(kind, values)
-    if problem is not None:
-        raise ValueError(f"cannot build a ledger record: {problem}")
-    return _encode(seq, at, prev, kind, values)
+    record = _ordered(seq, at, prev, kind, fields, built=True)
+    if isinstance(record, str):
+        raise ValueError(f"cannot build a ledger record: {record}")
+    return _encode(record), record
 
 
-def _encode(
-    seq: int, at: str, prev: str, kind: str, values: Mapping[str, object]
-) -> tuple[bytes, Record]:
-    record: Record = {"seq": seq, "at": at, "prev": prev, "kind": kind}
-    for field in KINDS[kind]:
-        if field.name in values:
-            record[field.name] = values[field.name]
+def _encode(record: Record) -> bytes:
+    """The line of a record whose keys are in canonical order (`_ordered`)."""
     # A lone surrogate raises UnicodeEncodeError, a ValueError.
     line = _ENCODER.encode(record).encode("utf-8")
     if len(line) > MAX_LINE_BYTES:
         raise ValueError(f"cannot build a ledger record: longer than {MAX_LINE_BYTES} bytes")
-    return line, record
+    return line
 
 
 def line_hash(line: bytes) -> str:
@@ -385,13 +399,11 @@ def parse_line(line: bytes) -> Record | str:
         return "does not start with seq, at, prev, kind"
     seq, at, prev, kind = (value[k] for k in _HEADER)
     fields = {k: v for k, v in value.items() if k not in _HEADER}
-    problem = _header_problem(seq, at, prev) or _fields_problem(kind, fields)
-    if problem is not None:
-        return problem
-    assert isinstance(seq, int) and isinstance(at, str)
-    assert isinstance(prev, str) and isinstance(kind, str)
+    record = _ordered(seq, at, prev, kind, fields, built=False)
+    if isinstance(record, str):
+        return record
     try:
-        canonical, _ = _encode(seq, at, prev, kind, fields)
+        canonical = _encode(record)
     except ValueError:  # a lone surrogate written as an escape
         return "not valid Unicode"
     if canonical != line:

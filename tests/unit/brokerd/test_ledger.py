@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import sqlite3
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -18,7 +19,8 @@ from bxcore.labels import DataClass, Label
 from services.brokerd import ledger_scan
 from services.brokerd.core import records as r
 from services.brokerd.core.records import Head, line_hash
-from services.brokerd.ledger import Ledger, LedgerState, LedgerUnavailable
+from services.brokerd.index import Index
+from services.brokerd.ledger import INDEX_FILE, Ledger, LedgerState, LedgerUnavailable
 from services.brokerd.verify import LedgerUnreadable, verify
 
 PRIVATE = Label(DataClass.PRIVATE, False)
@@ -561,6 +563,47 @@ def test_a_call_is_indexed_by_its_first_decision_only(opened: Ledger, path: Path
     with open_again(path) as again:
         held = again.lookup("chat-1", "c1")
         assert held is not None and held.decision["seq"] == 1
+
+
+def test_the_index_is_written_after_the_answer_yet_every_use_and_its_mark_hold_each_call(
+    opened: Ledger, path: Path
+) -> None:
+    """The index's rows are written once a batch's answers are out (`index_appended`), or
+    before the index is next used, whichever comes first: a lookup, and the mark that tells
+    a later start where to read from, never miss a call appended before them."""
+    opened.append(*decision("c1"))
+    opened.persist()  # marks the index as holding seq 1: so it must hold c1
+    opened.append(*decision("c2"))
+    opened.index_appended()
+    opened.append(*decision("c3"))
+    assert opened.approval("none") is None  # any use of the index takes c3 in first
+    index = Index(path.with_name(INDEX_FILE))  # what a start after a crash would find
+    try:
+        assert index.covered.head.seq == 1 and index.lookup("chat-1", "c1") is not None
+    finally:
+        index.close()
+    for call in ("c1", "c2", "c3"):
+        held = opened.lookup("chat-1", call)
+        assert held is not None and held.decision["call"] == call
+
+
+def test_an_index_that_cannot_be_written_refuses_the_lookup_until_a_reopen_rebuilds_it(
+    opened: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fail(index: Index, record: r.Record, offset: int) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Index, "add", fail)
+        (head,) = opened.append_batch([decision("c1")])  # durable: the call is answered
+        assert head.seq == 1
+        with pytest.raises(LedgerUnavailable, match="cannot write the ledger's index"):
+            opened.lookup("chat-1", "c1")
+        assert opened.state is LedgerState.FAILED
+    opened.reopen()
+    assert opened.state is LedgerState.OK
+    held = opened.lookup("chat-1", "c1")
+    assert held is not None and held.decision["seq"] == 1
 
 
 def test_tail_gives_the_last_records_oldest_first_and_filters_by_session(

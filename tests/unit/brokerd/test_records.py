@@ -119,6 +119,19 @@ def test_build_refuses_what_no_reader_would_accept(
         build(1, AT, GENESIS, kind, fields)
 
 
+def test_a_field_given_as_none_is_left_out_even_a_name_no_kind_has() -> None:
+    line, record = r.build_record(1, AT, GENESIS, "started", {"pid": 1, "version": "x", "x": None})
+    assert record == {
+        "seq": 1,
+        "at": AT,
+        "prev": GENESIS,
+        "kind": "started",
+        "pid": 1,
+        "version": "x",
+    }
+    assert json.loads(line) == record and list(json.loads(line)) == list(record)
+
+
 @pytest.mark.parametrize(
     ("seq", "at", "prev"),
     [(0, AT, GENESIS), (1, "2026-11-30 02:34:30Z", GENESIS), (1, AT, "0" * 63), (1, AT, "A" * 64)],

@@ -1,13 +1,17 @@
 """What a sandbox shows of the host (`view.plan`, `view.exposure_label`), case by case: what
-is covered, shown again and pinned, and the label of what is shown (issue 9)."""
+is covered, shown again and pinned, and the label of what is shown (issue 9); and boxmaker's
+own places (`OwnPlaces.holds`, by `within`)."""
 
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from bxcore.labels import DataClass, Label
+from services.brokerd.core.args import inside
 from services.brokerd.core.grants import Grant, Mode
-from services.brokerd.core.view import OwnPlaces, View, exposure_label, plan
+from services.brokerd.core.view import OwnPlaces, View, exposure_label, plan, within
 
 
 def g(gid: str, path: str, *, tool: str = "read_file", mode: str = "allow", cls: str = "private",
@@ -173,3 +177,19 @@ def test_grant_warnings_name_grants_over_the_home_and_grants_that_disagree() -> 
         "reads there carries the highest of them",
     ]
     assert grant_warnings([g("a", "/x"), g("b", "/x", tool="shell")], HOME) == []
+
+
+# Paths of a few components from a small alphabet, so that places and paths often share them.
+PARTS = st.lists(st.sampled_from(["a", "b", "ab", "box", "workspace"]), max_size=4)
+PATHS = PARTS.map(lambda parts: "/" + "/".join(parts))
+
+
+@given(path=PATHS, places=st.frozensets(PATHS, max_size=6))
+def test_within_is_inside_any_of_the_places(path: str, places: frozenset[str]) -> None:
+    assert within(path, places) is any(inside(place, path) for place in places)
+
+
+def test_own_places_made_alike_are_equal_and_hash_alike() -> None:
+    again = OwnPlaces(("/w/box",), ("/w/box/workspace",))
+    assert again == HOME and hash(again) == hash(HOME)
+    assert repr(again) == "OwnPlaces(closed=('/w/box',), open=('/w/box/workspace',))"
