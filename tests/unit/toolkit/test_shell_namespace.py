@@ -32,8 +32,8 @@ def _run(
         "bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL",
         "--die-with-parent", "--new-session", "--clearenv", "--setenv", "BX_MARK", mark,
         "--setenv", "BX_PID_NAMESPACE", "own", "--setenv", "BX_TIMEOUT_S", timeout_s,
-        "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-        "--ro-bind", str(package), str(package), "--bind", str(folder), str(folder),
+        "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
+        "--bind", str(folder), str(folder),
         sys.executable, *options, "-I", "-S", "-c", bootstrap(package), "shell",
     ]  # fmt: skip
     arguments = json.dumps({"command": command, "cwd": str(folder)}).encode()
