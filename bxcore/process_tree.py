@@ -58,11 +58,16 @@ def kill_tree(pid: int) -> list[psutil.Process]:
     their group or session. `pid` itself is its parent's to reap. Returns the descendants,
     to wait for with `wait_gone` or `alive`."""
     tree = freeze(pid)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
+    signal_group(pid, signal.SIGKILL)
     for process in tree:
         signal_(process, signal.SIGKILL)
     return tree
+
+
+def signal_group(pgid: int, number: signal.Signals) -> None:
+    """Signal process group `pgid`; nothing when it is gone or not ours to signal."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, number)
 
 
 def signal_(process: psutil.Process, number: signal.Signals) -> None:

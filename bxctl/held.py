@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 import anyio
 import anyio.abc
 
+from bxcore import process_tree
 from bxcore.daemon import START_GATE
 
 
@@ -59,6 +60,5 @@ async def call_off(process: anyio.abc.Process, grace: float) -> None:
         with anyio.move_on_after(grace):
             await process.wait()
         if process.returncode is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, signal.SIGKILL)
+            process_tree.signal_group(process.pid, signal.SIGKILL)
         await process.aclose()

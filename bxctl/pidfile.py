@@ -122,12 +122,10 @@ def stop_groups(leaders: list[psutil.Process], grace: float) -> None:
     """SIGTERM each leader's process group, wait `grace`, then SIGKILL the groups."""
     groups = [p.pid for p in leaders]
     for pgid in groups:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGTERM)
+        process_tree.signal_group(pgid, signal.SIGTERM)
     psutil.wait_procs(leaders, timeout=grace)
     for pgid in groups:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGKILL)
+        process_tree.signal_group(pgid, signal.SIGKILL)
 
 
 def box_processes(root: Path) -> list[psutil.Process]:

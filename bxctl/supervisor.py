@@ -89,11 +89,6 @@ def describe_exit(code: int) -> str:
     return f"signal {-code}" if code < 0 else f"exit {code}"
 
 
-def _signal_group(pgid: int, number: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, number)
-
-
 async def _terminate_all(processes: list[psutil.Process], grace: float) -> None:
     """SIGTERM each process, wait up to `grace` for them all to end, then SIGKILL the rest."""
     for process in processes:
@@ -204,7 +199,7 @@ class Supervisor:
         finally:
             for service in self.services.values():  # only after a bug: never leave one behind
                 if service.process is not None and service.process.returncode is None:
-                    _signal_group(service.process.pid, signal.SIGKILL)
+                    process_tree.signal_group(service.process.pid, signal.SIGKILL)
                 service.log.close()
             with anyio.CancelScope(shield=True):
                 await self._stop_leftovers(None)
@@ -342,13 +337,14 @@ class Supervisor:
                 watch.start_soon(self._pump, service, process, drained)
                 watch.start_soon(self._probe, service, process, generation)
                 code = await process.wait()
-                _signal_group(process.pid, signal.SIGKILL)  # whatever it left in its group
+                # Whatever it left in its group.
+                process_tree.signal_group(process.pid, signal.SIGKILL)
                 with anyio.move_on_after(1.0):
                     await drained.wait()
                 watch.cancel_scope.cancel()
         finally:
             if process.returncode is None:  # cancelled by a bug: never leave it running
-                _signal_group(process.pid, signal.SIGKILL)
+                process_tree.signal_group(process.pid, signal.SIGKILL)
             with anyio.CancelScope(shield=True):
                 await process.aclose()
                 service.process = None
@@ -417,14 +413,14 @@ class Supervisor:
         """SIGTERM to the group, the grace, then SIGKILL: all of it, even when cancelled."""
         with anyio.CancelScope(shield=True):
             service.log.note(f"stopping {service.spec.name}: SIGTERM to its process group")
-            _signal_group(process.pid, signal.SIGTERM)
+            process_tree.signal_group(process.pid, signal.SIGTERM)
             with anyio.move_on_after(self._grace):
                 await process.wait()
             if process.returncode is None:
                 service.log.note(
                     f"{service.spec.name} still runs after {self._grace:g} s: SIGKILL to its group"
                 )
-                _signal_group(process.pid, signal.SIGKILL)
+                process_tree.signal_group(process.pid, signal.SIGKILL)
 
     async def _stop_leftovers(self, service: Service | None) -> None:
         """Stop what exited services left running, and reap it: every child of ours that is

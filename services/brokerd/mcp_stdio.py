@@ -271,7 +271,9 @@ async def running(
     try:
         pipe = ServerPipe(process, on_end)
     except BaseException:
-        _signal_group(process.pid, signal.SIGKILL)
+        from bxcore import process_tree  # psutil: kept off brokerd's start, as child.py does
+
+        process_tree.signal_group(process.pid, signal.SIGKILL)
         with process:  # closes its pipes and reaps it
             raise
     try:
@@ -284,13 +286,15 @@ async def running(
 async def stop(pipe: ServerPipe) -> None:
     """Its input closed, STOP_S to end; then TERM to its group, STOP_S; then KILL (the MCP
     lifecycle's order, as the SDK's stdio client stops a server)."""
+    from bxcore.process_tree import signal_group  # psutil: kept off brokerd's start
+
     process = pipe.process
     pipe.close_input()
     if not await _ended(lambda: process.poll() is not None):
-        _signal_group(process.pid, signal.SIGTERM)
+        signal_group(process.pid, signal.SIGTERM)
         # Reaped first: the group's leader left a zombie would count as alive.
         if not await _ended(lambda: process.poll() is not None and not _group_alive(process.pid)):
-            _signal_group(process.pid, signal.SIGKILL)
+            signal_group(process.pid, signal.SIGKILL)
         await _ended(lambda: process.poll() is not None)
     pipe.release()
 
@@ -301,11 +305,6 @@ async def _ended(done: Callable[[], bool]) -> bool:
             await anyio.sleep(POLL_S)
         return True
     return False
-
-
-def _signal_group(pgid: int, number: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, number)
 
 
 def _group_alive(pgid: int) -> bool:
