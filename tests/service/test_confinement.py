@@ -439,6 +439,22 @@ def test_a_shell_is_killed_at_its_timeout_with_every_process_it_started(
     assert wait_for(lambda: not sleepers(tight.granted), 2)
 
 
+def test_what_a_shell_leaves_running_is_killed_when_it_ends_not_waited_for(box: Box) -> None:
+    """Orphans that escaped the group and still hold the output: the toolkit, its sandbox's
+    PID 2, ends them all with one kill(-1) once the shell has ended (BX_PID_NAMESPACE). The
+    call answers at once, and the one that would have written a file half a second later
+    (inside the second the toolkit gives the output to end) never does."""
+    late = box.granted / "late.txt"
+    command = "setsid sh -c 'sleep 0.5; echo late > late.txt' & (sleep 100 &); echo done"
+    started = time.monotonic()
+    output = box.shell(command)
+    assert output == "done\n[exit status 0]"
+    assert time.monotonic() - started < 5
+    assert wait_for(lambda: not sleepers(box.granted), 2)
+    time.sleep(1.5)
+    assert not late.exists()
+
+
 def test_a_read_that_never_ends_is_killed_at_the_file_timeout(tight: Box) -> None:
     """read_file has no timeout of its own: opening a FIFO blocks until the sandbox's wall."""
     fifo = tight.granted / "fifo"
