@@ -23,6 +23,7 @@ from bxcore.frozen import frozen
 from bxcore.mcp_tools import ToolDef, canonical
 from services.brokerd.core.args import MAX_ARGUMENTS, ArgsError
 from services.brokerd.core.argshape import json_kind
+from services.brokerd.core.quick_schema import Check, compile_check
 
 
 @frozen
@@ -73,6 +74,19 @@ def _validator(schema_json: str) -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(schema, registry=_registry())
 
 
+@functools.lru_cache(maxsize=256)
+def _quick(schema_json: str) -> Check | None:
+    """The quick yes of a schema `_validator` has taken (`quick_schema`), if it has one."""
+    return compile_check(json.loads(schema_json))
+
+
+def _holds(schema_json: str, value: Any) -> bool:
+    """Whether `value` is known valid without `jsonschema` (the schema checked first)."""
+    _validator(schema_json)
+    quick = _quick(schema_json)
+    return quick is not None and quick(value)
+
+
 def check_schema(tool: ToolDef) -> str | None:
     """Why the tool's inputSchema cannot be used (None: it can): shown when it is listed."""
     from jsonschema.exceptions import SchemaError
@@ -95,6 +109,8 @@ def parse(tool: ToolDef, name: str, arguments: str) -> McpArgs:
     from jsonschema.exceptions import SchemaError, best_match
 
     try:
+        if _holds(tool.schema_json, value):
+            return McpArgs(name, canonical(value))
         validator = _validator(tool.schema_json)
         error = best_match(validator.iter_errors(value))
     except SchemaError as bad:
@@ -116,6 +132,8 @@ def mismatch(schema_json: str, value: Any) -> str | None:
     from jsonschema.exceptions import SchemaError, best_match
 
     try:
+        if _holds(schema_json, value):
+            return None
         validator = _validator(schema_json)
         if validator.is_valid(value):
             return None
