@@ -416,8 +416,7 @@ class McpRunner:
             pipe = instance.pipe
             if pipe is None:
                 return mcp_result.Outcome.failed(f"the MCP server {name} ended", started=True)
-            with anyio.fail_after(timeout_s):
-                result = await pipe.call(tool, args.text)
+            result = await pipe.call(tool, args.text, timeout_s)
             ms = int((self.clock() - began) * 1000)
             return mcp_result.read(result, ms, instance.outputs.get(tool))
         except TimeoutError:

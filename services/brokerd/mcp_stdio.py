@@ -42,6 +42,11 @@ class PipeError(Exception):
     """The server cannot answer a call: it ended, or wrote what is not an answer."""
 
 
+def _time_out(waiting: aio.Future[mcp_wire.Reply | str]) -> None:
+    if not waiting.done():
+        waiting.set_exception(TimeoutError())
+
+
 class ServerPipe:
     """The JSON-RPC of one running server; `on_end` is called once its output has ended (or
     was refused), after every call in flight was failed."""
@@ -71,17 +76,21 @@ class ServerPipe:
         state = f"ended: {self.ended}" if self.ended else f"{len(self._waiting)} calls waiting"
         return f"ServerPipe(pid {self.process.pid}, {state})"
 
-    async def call(self, tool: str, arguments: str) -> dict[str, Any]:
-        """The `result` object the server answers `tools/call` with; `PipeError` else."""
+    async def call(self, tool: str, arguments: str, timeout_s: float) -> dict[str, Any]:
+        """The `result` object the server answers `tools/call` with; `PipeError` else, and
+        TimeoutError when there is none within `timeout_s` (a timer on the loop: a cancel
+        scope would cost the call more than the rest of its wait, docs/performance.md)."""
         if self.ended is not None:
             raise PipeError(self.ended)
         self._last_id += 1
         request_id = self._last_id
         waiting = self._waiting[request_id] = self._loop.create_future()
+        late = self._loop.call_later(timeout_s, _time_out, waiting)
         try:
             self._send(mcp_wire.call_line(request_id, tool, arguments))
             reply = await waiting
         finally:
+            late.cancel()
             self._waiting.pop(request_id, None)
         if not isinstance(reply, mcp_wire.Reply):
             raise PipeError(reply)

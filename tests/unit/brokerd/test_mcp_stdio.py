@@ -7,7 +7,6 @@ import json
 import sys
 from pathlib import Path
 
-import anyio
 import pytest
 
 from services.brokerd import mcp_stdio
@@ -49,8 +48,7 @@ async def _call(tmp_path: Path, tool: str) -> tuple[object, list[str], int | Non
     with open(tmp_path / "err.log", "w") as errlog:
         async with mcp_stdio.running(argv, {}, errlog, lambda: ended.append("end")) as pipe:
             try:
-                with anyio.fail_after(10):
-                    answer: object = await pipe.call(tool, '{"a":1}')
+                answer: object = await pipe.call(tool, '{"a":1}', 10)
             except PipeError as error:
                 answer = error
     return answer, ended, pipe.process.returncode
