@@ -10,9 +10,9 @@ everything it started that left the group), as the sandbox would. Standard input
 
 Every wait is one poll on the output and the shell's pidfd: no nap (issue 15). It imports
 `posix`, `select` and `resource` only, and `_ctypes` only where bwrap has not sealed the
-process already (run directly, or brokerd is root: `_seal`): `subprocess` (40 ms, `signal`'s
-enums 10 ms of them), `ctypes` (6 ms), `contextlib` (4 ms) and `os` (1.2 ms) made most of a
-shell call's start (2-core x86_64, busy).
+process already (run directly: `_seal`): `subprocess` (40 ms, `signal`'s enums 10 ms of
+them), `ctypes` (6 ms), `contextlib` (4 ms) and `os` (1.2 ms) made most of a shell call's
+start (2-core x86_64, busy).
 """
 
 import posix
@@ -283,11 +283,11 @@ def _become_subreaper() -> bool:
 
 
 def _seal() -> bool:
-    """PR_SET_NO_NEW_PRIVS, and no capability left in any set this process can lower: no
-    program the command runs gains a privilege through a setuid bit or a file capability,
-    whatever is left in the bounding set after the toolkit became the tool user. In brokerd's
-    sandbox bwrap has set the first, and unless brokerd is root it left no capability: then
-    `_ctypes` (0.6 ms of a shell call's start) is not even loaded."""
+    """PR_SET_NO_NEW_PRIVS, and no capability left that this process holds: no program the
+    command runs gains a privilege through a setuid bit or a file capability, whatever is
+    left in the bounding and inheritable sets after the toolkit became the tool user. bwrap
+    has done so in brokerd's sandbox, root's too: there `_ctypes` (0.6 ms of a shell call's
+    start) is not even loaded. Run directly, it is done here."""
     if _sealed():
         return True
     try:
@@ -298,12 +298,17 @@ def _seal() -> bool:
         return False
 
 
-_CAPABILITY_SETS = (b"CapInh", b"CapPrm", b"CapEff", b"CapAmb")
+# Not the inheritable set: under PR_SET_NO_NEW_PRIVS an exec never adds a capability to the
+# permitted set it had (the kernel's `cap_bprm_creds_from_file`), so with these three empty
+# nothing the command runs can hold one. A root brokerd's tool user keeps in it the four
+# capabilities bwrap gave the toolkit, which its bounding set holds anyway (docs/decisions.md).
+_CAPABILITY_SETS = (b"CapPrm", b"CapEff", b"CapAmb")
 
 
 def _sealed() -> bool:
-    """Whether /proc/self/status says PR_SET_NO_NEW_PRIVS is set and every capability set but
-    the bounding one is empty (a missing line counts as not)."""
+    """Whether /proc/self/status says PR_SET_NO_NEW_PRIVS is set and this process holds no
+    capability: its permitted, effective and ambient sets are empty (a missing line counts
+    as not)."""
     try:
         with open("/proc/self/status", "rb") as file:
             lines = file.read().splitlines()
