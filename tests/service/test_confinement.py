@@ -553,12 +553,12 @@ def bare_sandbox(script: str) -> list[str]:
 
 @pytest.mark.skipif(os.getuid() != 0, reason="needs root to become another user")
 def test_max_processes_binds_a_sandbox_started_by_a_user_other_than_root() -> None:
-    from services.toolkit.shell import _limit  # what the toolkit sets on a shell command
+    from services.brokerd import limits  # what brokerd sets on a shell's sandbox
 
     def become_nobody_then_limit() -> None:
         os.setgid(65534)
         os.setuid(65534)
-        _limit(256, 8)
+        limits.set_on(0, 256, 8)
 
     script = "i=0; while [ $i -lt 30 ]; do sleep 2 & i=$((i+1)); done; kill $(jobs -p)"
     ran = subprocess.run(
