@@ -39,8 +39,8 @@ TREE_GONE_S = 2.0  # how long a killed tree may take to end (SIGKILL: millisecon
 class Hold:
     """bwrap waits after it has made the sandbox's process: it writes that process's pid to
     `info` and goes on when a byte arrives on `release`. `ready(pid)` runs in between (the
-    tool user's map written, the process put in its cgroup); if it raises, the sandbox is
-    killed before anything runs in it."""
+    tool user's map written, a shell's rlimits set, the process put in its cgroup); if it
+    raises, the sandbox is killed before anything runs in it."""
 
     info: int  # the read end of bwrap's --info-fd pipe
     release: int  # the write end of its block pipe
@@ -75,8 +75,8 @@ async def run(
     start.
 
     No `preexec_fn`: it would make every call fork brokerd whole instead of spawning (3 ms
-    of a read_file's 15; bench toolcall). The shell's rlimits are set by the toolkit on
-    the command it starts (`Call.memory_mb`, `Call.max_processes`).
+    of a read_file's 15; bench toolcall). A shell's rlimits are set on bwrap's process
+    while it waits (`Hold`, `services.brokerd.limits`).
 
     Killing bwrap kills the sandbox: `--die-with-parent` kills its init, and with it every
     process of its PID namespace, whatever session or group they moved to. Without bwrap

@@ -27,7 +27,7 @@ from bxcore.config import SandboxConfig
 from bxcore.labels import Label
 from bxcore.messages import Done, Failed, ToolRequest, ToolResponse
 from bxcore.tools import BROKERED, Mount, Runner
-from services.brokerd import child, sandbox
+from services.brokerd import child, limits, sandbox
 from services.brokerd.cgroup import Cgroups, Slot
 from services.brokerd.child import Finished, Hold
 from services.brokerd.core.mcp_args import McpArgs
@@ -252,12 +252,15 @@ class Courier:
                         held.callback(os.close, cgroup_fd)
                         call = dataclasses.replace(call, cgroup_fd=cgroup_fd)
                         moved = None
-                if drop_to is not None or moved is not None:
+                # A shell's rlimits are set on bwrap's process while it waits (`limits`).
+                limited = call.memory_mb is not None or call.max_processes is not None
+                if drop_to is not None or moved is not None or limited:
                     info, info_w = _pipe(held)
                     block_r, release = _pipe(held)
                     call = dataclasses.replace(call, info_fd=info_w, block_fd=block_r)
+                    ready = functools.partial(self._ready, call)
                     move = functools.partial(self._enter, moved) if moved is not None else None
-                    hold = Hold(info, release, self._map_user, move)
+                    hold = Hold(info, release, ready, move)
             except OSError as error:
                 log.error("cannot prepare a sandbox: %s", error)
                 return None
@@ -266,10 +269,12 @@ class Courier:
             bwrap = self.host.bwrap
             return await self._spawn(argv, stdin, timeout, {}, None, call.fds, hold, bwrap)
 
-    def _map_user(self, pid: int) -> None:
-        """While bwrap waits: the tool user mapped, when brokerd is root."""
+    def _ready(self, call: Call, pid: int) -> None:
+        """While bwrap waits: the tool user mapped, when brokerd is root, and the call's
+        rlimits set on the process every other of the sandbox will come from."""
         if self.host.drop_to is not None:
             _map_user(self.host.drop_to, pid)
+        limits.set_on(pid, call.memory_mb, call.max_processes)
 
     def _enter(self, slot: Slot, pid: int) -> None:
         """While bwrap still waits: the sandbox put in its cgroup (in a thread: it blocks)."""

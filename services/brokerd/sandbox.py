@@ -113,7 +113,7 @@ class Call:
     bound: int | None = None  # `path` pinned by `open_granted`; None binds nothing of it
     layers: tuple[Layer, ...] = ()  # covers, pins and re-openings inside the winner's path
     read_only: bool = False  # a shell grant's `write = false`: its path bound read-only
-    memory_mb: int | None = None  # the shell command's rlimits, set by the toolkit
+    memory_mb: int | None = None  # the shell's rlimits, set while bwrap waits (`limits`)
     max_processes: int | None = None
     tmp_mb: int = 256  # the size of the private /tmp and /dev/shm
     timeout_s: float = 10.0
@@ -150,6 +150,8 @@ def command(host: Host, call: Call) -> list[str]:
     user. The toolkit keeps four capabilities only long enough to check what is bound and
     become that user (`toolkit.confine`)."""
     assert host.bwrap is not None
+    limited = call.memory_mb is not None or call.max_processes is not None
+    assert not limited or call.block_fd >= 0, "brokerd sets the rlimits while bwrap waits"
     granted = call.mount in (Mount.READ_ONLY, Mount.READ_WRITE, Mount.WORKDIR)
     grant = call.path if granted and call.path and call.bound is not None else None
     kind = "--ro-bind-fd" if call.mount is Mount.READ_ONLY or call.read_only else "--bind-fd"
@@ -389,9 +391,9 @@ def environment(call: Call, *, inside: bool) -> dict[str, str]:
     }
     if call.path and call.mount is Mount.WORKDIR:
         env["BX_ROOT"] = call.path
-    if call.memory_mb is not None:
+    if call.memory_mb is not None and not inside:  # else brokerd sets them (`limits`)
         env["BX_MEMORY_MB"] = str(call.memory_mb)
-    if call.max_processes is not None:
+    if call.max_processes is not None and not inside:
         env["BX_MAX_PROCESSES"] = str(call.max_processes)
     if call.mount is Mount.PROXY and call.proxy:
         env["BX_FETCH_PROXY"] = PROXY_INSIDE if inside else call.proxy

@@ -39,7 +39,9 @@ def main() -> "NoReturn":
         outcome = run(tool_name(sys.argv[1:]), stdin, whole_process=True)
     _write_all(1, outcome.stdout)
     _write_all(2, outcome.stderr + "\n" if outcome.stderr else "")
-    raise SystemExit(outcome.exit)
+    # Nothing is left to flush or close (the answer went straight to the descriptors), so
+    # the interpreter is not torn down: that cost 1.5 ms of every call (issue 15).
+    posix._exit(outcome.exit)
 
 
 def tool_name(argv: "list[str]") -> str:

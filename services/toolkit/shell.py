@@ -8,11 +8,11 @@ directory` (or another reason it could not start) and `shell: timed out after {n
 When the shell ends or times out, its whole process group is killed (and, run as the toolkit,
 everything it started that left the group), as the sandbox would. Standard input is /dev/null.
 
-Every wait is one poll on the output and the shell's pidfd: no nap (issue 15). It imports
-`posix`, `select` and `resource` only, and `_ctypes` only where bwrap has not sealed the
-process already (run directly, or brokerd is root: `_seal`): `subprocess` (40 ms, `signal`'s
-enums 10 ms of them), `ctypes` (6 ms), `contextlib` (4 ms) and `os` (1.2 ms) made most of a
-shell call's start (2-core x86_64, busy).
+Every wait is one poll on the output and the shell's pidfd: no nap (issue 15). In brokerd's
+sandbox it imports `posix` and `select` only; `resource` and `_ctypes` only run directly, to
+set the rlimits and seal the process (`_limit`, `_seal`), which brokerd and bwrap did there
+already: `subprocess` (40 ms, `signal`'s enums 10 ms of them), `ctypes` (6 ms), `contextlib`
+(4 ms) and `os` (1.2 ms) made most of a shell call's start (2-core x86_64, busy).
 """
 
 import posix
@@ -48,9 +48,11 @@ def run_shell(
     (brokerd's sandbox, where this process is the first of a PID namespace of its own, bwrap's
     init aside) every other process of the namespace is killed at once; without it, this
     process becomes a child subreaper, so that those processes are orphaned to it, then
-    killed and reaped. `limits` (memory in MiB, processes) are set on this process, and so
-    inherited by the command, before it starts (the toolkit's process exists for this call
-    alone); no core is ever dumped. `cgroup`: the call's memory cgroup's `tasks` file, which
+    killed and reaped. `limits` (memory in MiB, processes), given when it runs unconfined,
+    are set on this process, and so inherited by the command, before it starts (the
+    toolkit's process exists for this call alone), with no core dump; in brokerd's sandbox
+    brokerd set them on the sandbox's first process before the toolkit started
+    (`services.brokerd.limits`). `cgroup`: the call's memory cgroup's `tasks` file, which
     this process joins, then closes, before the command starts (so everything the command
     starts is in it); if it cannot, the command does not run.
     """
@@ -63,7 +65,8 @@ def run_shell(
             return Outcome.misuse("toolkit: shell: cannot forbid new privileges")
         alone = pid_namespace and _first_of_a_namespace()
         adopted = not alone and _become_subreaper()
-    _limit(*limits)
+    if limits != (None, None):
+        _limit(*limits)
     if cgroup is not None:
         why = _join(cgroup)
         if why is not None:
@@ -251,7 +254,7 @@ def _ending(pid: int) -> int:
 
 
 def _limit(memory_mb: int | None, processes: int | None) -> None:
-    """This process's rlimits, which the command inherits (SPEC §8.2)."""
+    """This process's rlimits, which the command inherits (SPEC §8.2), and no core dump."""
     import resource
 
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -283,11 +286,11 @@ def _become_subreaper() -> bool:
 
 
 def _seal() -> bool:
-    """PR_SET_NO_NEW_PRIVS, and no capability left in any set this process can lower: no
-    program the command runs gains a privilege through a setuid bit or a file capability,
-    whatever is left in the bounding set after the toolkit became the tool user. In brokerd's
-    sandbox bwrap has set the first, and unless brokerd is root it left no capability: then
-    `_ctypes` (0.6 ms of a shell call's start) is not even loaded."""
+    """PR_SET_NO_NEW_PRIVS, and no capability left that this process holds: no program the
+    command runs gains a privilege through a setuid bit or a file capability, whatever is
+    left in the bounding and inheritable sets after the toolkit became the tool user. bwrap
+    has done so in brokerd's sandbox, root's too: there `_ctypes` (0.6 ms of a shell call's
+    start) is not even loaded. Run directly, it is done here."""
     if _sealed():
         return True
     try:
@@ -298,12 +301,17 @@ def _seal() -> bool:
         return False
 
 
-_CAPABILITY_SETS = (b"CapInh", b"CapPrm", b"CapEff", b"CapAmb")
+# Not the inheritable set: under PR_SET_NO_NEW_PRIVS an exec never adds a capability to the
+# permitted set it had (the kernel's `cap_bprm_creds_from_file`), so with these three empty
+# nothing the command runs can hold one. A root brokerd's tool user keeps in it the four
+# capabilities bwrap gave the toolkit, which its bounding set holds anyway (docs/decisions.md).
+_CAPABILITY_SETS = (b"CapPrm", b"CapEff", b"CapAmb")
 
 
 def _sealed() -> bool:
-    """Whether /proc/self/status says PR_SET_NO_NEW_PRIVS is set and every capability set but
-    the bounding one is empty (a missing line counts as not)."""
+    """Whether /proc/self/status says PR_SET_NO_NEW_PRIVS is set and this process holds no
+    capability: its permitted, effective and ambient sets are empty (a missing line counts
+    as not)."""
     try:
         with open("/proc/self/status", "rb") as file:
             lines = file.read().splitlines()

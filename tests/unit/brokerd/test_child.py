@@ -82,7 +82,7 @@ async def test_close_cancelled_while_it_waits_still_closes_every_descriptor() ->
     and the pidfd (run() then reaps the killed process)."""
     before = set(os.listdir("/proc/self/fd"))
     process = subprocess.Popen(
-        [SH, "-c", "sleep 100"],
+        [SH, "-c", "exec sleep 100"],  # one process: the kill below ends it all
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -31,6 +31,7 @@ from services.brokerd.sandbox import (
     Unconfinable,
     close,
     command,
+    environment,
     layers,
     open_granted,
 )
@@ -190,6 +191,20 @@ def test_as_root_the_map_cannot_be_left_out() -> None:
 def test_a_hold_for_a_cgroup_waits_after_setup_when_brokerd_is_not_root() -> None:
     parsed = parse(command(HOST, call_for("shell", info_fd=11, block_fd=12)))
     assert parsed.args("--info-fd") == [("11",)] and parsed.args("--block-fd") == [("12",)]
+
+
+def test_a_shells_rlimits_are_set_while_bwrap_waits_not_passed_to_the_toolkit() -> None:
+    limits = {"memory_mb": 256, "max_processes": 16}
+    for argv in (
+        command(HOST, call_for("shell", info_fd=11, block_fd=12, **limits)),
+        rooted("shell", **limits),
+    ):
+        env = parse(argv).env
+        assert "BX_MEMORY_MB" not in env and "BX_MAX_PROCESSES" not in env
+    with pytest.raises(AssertionError):  # never a shell without them
+        command(HOST, call_for("shell", **limits))
+    unconfined = environment(call_for("shell", **limits), inside=False)
+    assert (unconfined["BX_MEMORY_MB"], unconfined["BX_MAX_PROCESSES"]) == ("256", "16")
 
 
 def test_a_cgroup_the_toolkit_joins_itself_is_handed_over_as_a_descriptor() -> None:
