@@ -44,6 +44,7 @@ _CANONICAL = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_c
 _LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")  # 1 to 63, no `-` at either end
 _HOST_RUN = re.compile(r"[a-z0-9.-]*")
 _URL_REST = re.compile(r"(?:/[\x21-\x7e]*)?")  # empty, or `/` and printable ASCII, no space
+_NOT_A_NAME = frozenset(("", ".", ".."))  # path components refused: empty, `.`, `..`
 
 # Unicode category Cc (U+0000-U+001F, U+007F-U+009F), and the line and paragraph separators.
 _ONE_LINE = {code: " " for code in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029)}
@@ -186,7 +187,7 @@ def valid_path(path: str) -> bool:
         return False
     if path == "/":
         return True
-    return all(part not in ("", ".", "..") for part in path[1:].split("/"))
+    return _NOT_A_NAME.isdisjoint(path[1:].split("/"))
 
 
 def inside(grant_path: str, path: str) -> bool:
