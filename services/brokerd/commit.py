@@ -66,7 +66,10 @@ class Committer:
     @property
     def available(self) -> bool:
         """Whether appends may be tried now (a failed ledger is reopened every few seconds)."""
-        if self.ledger.state is LedgerState.FAILED:
+        state = self.ledger.state
+        if state is LedgerState.OK:  # asked twice a call: the answer, at once
+            return True
+        if state is LedgerState.FAILED:
             now = self._clock()
             if now - self._last_reopen >= REOPEN_EVERY_S:
                 self._last_reopen = now

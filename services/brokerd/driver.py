@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 
 Tell = Callable[[Call, Effect], None]
 
+DURABLE, NOT_DURABLE = Durable(), NotDurable()  # events with no data: one of each
+
 
 def _nobody(call: Call, effect: Effect) -> None:
     raise AssertionError(f"{effect!r} of {call.key} has no one to go to")
@@ -68,6 +70,8 @@ class Driver:
         """Step `call` by `event` and by every event its effects produce; the call at rest."""
         call, effects = step(call, event)
         seen(call)
+        if not effects:  # a call found never decided only moves on to be judged
+            return call
         return await self.carry_out(call, effects, tell, seen)
 
     async def carry_out(
@@ -85,9 +89,9 @@ class Driver:
                 if isinstance(effect, Record):
                     try:
                         await self.committer.append(effect.entries)
-                        fed = Durable()
+                        fed = DURABLE
                     except LedgerUnavailable:
-                        fed = NotDurable()
+                        fed = NOT_DURABLE
                 elif isinstance(effect, Run):
                     fed = await self._run(call, effect)
                 elif isinstance(effect, Raise):

@@ -52,6 +52,12 @@ CREATE INDEX IF NOT EXISTS scoped ON calls (decision) WHERE scope = 'session';
 """
 
 
+_INSERT_CALL = (
+    "INSERT OR IGNORE INTO calls (session, call, decision, outcome, approval) "
+    "VALUES (?, ?, ?, ?, ?)"
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Where:
     """Where one call's records start in the ledger (byte offsets of their lines)."""
@@ -115,6 +121,23 @@ class Index:
             return START
         return Mark(Head(int(seq), hash_), int(size))
 
+    def add_all(self, added: list[tuple[Record, int]]) -> None:
+        """Records appended at their offsets, in order (`add`): a run of decisions that name
+        no approval, most of a batch, is inserted with one statement."""
+        run: list[tuple[str, str, int, object, None]] = []
+        for record, offset in added:
+            if record["kind"] == "decision" and record["outcome"] != "pending":
+                run.append(
+                    (str(record["session"]), str(record["call"]), offset, record["outcome"], None)
+                )
+                continue
+            if run:
+                self._db.executemany(_INSERT_CALL, run)
+                run = []
+            self.add(record, offset)
+        if run:
+            self._db.executemany(_INSERT_CALL, run)
+
     def add(self, record: Record, offset: int) -> None:
         """A record appended at `offset`; records of other kinds are ignored."""
         kind = record["kind"]
@@ -123,8 +146,7 @@ class Index:
             approval = record.get("approval")
             pending = record["outcome"] == "pending" and isinstance(approval, str)
             inserted = self._db.execute(
-                "INSERT OR IGNORE INTO calls (session, call, decision, outcome, approval) "
-                "VALUES (?, ?, ?, ?, ?)",
+                _INSERT_CALL,
                 (session, call, offset, record["outcome"], approval if pending else None),
             ).rowcount
             if inserted and pending:

@@ -469,8 +469,7 @@ class Ledger:
             return self._index
         added, self._unindexed = self._unindexed, []
         try:
-            for record, offset in added:
-                self._index.add(record, offset)
+            self._index.add_all(added)
         except sqlite3.Error as e:
             # The records are durable, but the once-per-call rule can no longer be kept:
             # refuse until a reopen has built the index again (from the file, if need be).

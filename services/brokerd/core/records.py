@@ -147,8 +147,13 @@ KINDS: Mapping[str, tuple[Field, ...]] = {
     ),
 }
 JOB_KINDS = ("job_started", "job_ended")
-#: Each kind's field names, made once: a record is checked at every append.
+#: Each kind's field names, and its fields as plain tuples (name, test, required, says),
+#: made once: a record is checked at every append.
 _KNOWN = {kind: frozenset(field.name for field in table) for kind, table in KINDS.items()}
+_CHECKS = {
+    kind: tuple((f.name, f.type.test, f.required, f.type.says) for f in table)
+    for kind, table in KINDS.items()
+}
 _ABSENT = object()
 
 _HEADER = ("seq", "at", "prev", "kind")
@@ -193,17 +198,17 @@ def _ordered(
         if unknown:
             return f"a {kind} record has no field {_show(unknown[0])}"
     record: Record = {"seq": seq, "at": at, "prev": prev, "kind": kind}
-    for field in KINDS[kind]:
-        value = fields.get(field.name, _ABSENT)
+    for name, test, required, says in _CHECKS[kind]:
+        value = fields.get(name, _ABSENT)
         if built and (value is None or isinstance(value, Label)):
             value = _ABSENT if value is None else label_json(value)
         if value is _ABSENT:
-            if field.required:
-                return f"a {kind} record lacks `{field.name}`"
-        elif not field.type.test(value):
-            return f"`{field.name}` of a {kind} record is not {field.type.says}"
+            if required:
+                return f"a {kind} record lacks `{name}`"
+        elif test(value):
+            record[name] = value
         else:
-            record[field.name] = value
+            return f"`{name}` of a {kind} record is not {says}"
     return record
 
 

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from bxcore.tools import BROKERED, Field, Kind
 from services.brokerd.core.args import (
     ArgsError,
+    ToolArgs,
     host_matches,
     inside,
     parse,
@@ -210,3 +211,22 @@ def test_a_parsed_value_round_trips_through_its_canonical_json(
     assert json.loads(canonical) == dict(pairs)
     if parsed.url is not None:
         assert parsed.host == url_host(parsed.url)
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from(NAMES), st.one_of(ANY_TEXT, st.integers())), max_size=5),
+    st.one_of(st.none(), st.tuples(st.sampled_from(NAMES), ANY_TEXT)),
+)
+def test_the_canonical_json_is_what_json_writes_of_the_pairs_in_order(
+    values: list[tuple[str, str | int]], tagged: tuple[str, str] | None
+) -> None:
+    """`canonical_json` writes its pairs itself: exactly `json.dumps` of them, compact and not
+    escaped to ASCII, lone surrogates and control characters included."""
+    values = list(dict(values).items())  # a field once, as parse gives them
+    tag, variant = tagged if tagged is not None else (None, None)
+    if tag is not None:
+        values = [(name, value) for name, value in values if name != tag]
+    args = ToolArgs("read_file", tuple(values), tag, variant)
+    ordered = dict([(tag, variant)] if tag is not None else [])
+    ordered.update(values)
+    assert args.canonical_json() == json.dumps(ordered, separators=(",", ":"), ensure_ascii=False)

@@ -590,11 +590,11 @@ def test_the_index_is_written_after_the_answer_yet_every_use_and_its_mark_hold_e
 def test_an_index_that_cannot_be_written_refuses_the_lookup_until_a_reopen_rebuilds_it(
     opened: Ledger, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def fail(index: Index, record: r.Record, offset: int) -> None:
+    def fail(index: Index, added: list[tuple[r.Record, int]]) -> None:
         raise sqlite3.OperationalError("disk I/O error")
 
     with monkeypatch.context() as patched:
-        patched.setattr(Index, "add", fail)
+        patched.setattr(Index, "add_all", fail)
         (head,) = opened.append_batch([decision("c1")])  # durable: the call is answered
         assert head.seq == 1
         with pytest.raises(LedgerUnavailable, match="cannot write the ledger's index"):

@@ -13,7 +13,7 @@ import pytest
 
 from bench.ledger_builder import build
 from bxcore import witness
-from services.brokerd.core.records import line_hash
+from services.brokerd.core.records import Record, line_hash, parse_line
 from services.brokerd.index import Index
 from services.brokerd.ledger import HEAD_FILE, INDEX_FILE, Ledger, LedgerState, LedgerUnavailable
 from services.brokerd.ledger_scan import scan
@@ -166,6 +166,32 @@ def test_the_fast_rebuild_indexes_exactly_what_the_full_walk_does(path: Path) ->
         assert fast.execute(rows).fetchall() == full._db.execute(rows).fetchall()
     assert fast.execute("SELECT count(*) FROM approvals").fetchone() == (10,)
     fast.close()
+
+
+def test_a_batch_of_rows_is_indexed_exactly_as_its_records_one_by_one(path: Path) -> None:
+    """`add_all`, what brokerd does after each group commit, inserts runs of decisions with
+    one statement: the index it makes is `add`'s, duplicates and approvals included."""
+    path.parent.mkdir(parents=True)
+    build(path, 301)  # calls allowed and run, every 50th asked and approved
+    added: list[tuple[Record, int]] = []
+    offset = 0
+    for line in path.read_bytes().splitlines(keepends=True):
+        record = parse_line(line.rstrip(b"\n"))
+        assert not isinstance(record, str)
+        added.append((record, offset))
+        offset += len(line)
+    first = [(record, offset) for record, offset in added if record["kind"] == "decision"][:20]
+    added += [({**record, "outcome": "denied"}, offset + 1) for record, offset in first]
+    one, many = Index(None), Index(None)
+    for record, offset in added:
+        one.add(record, offset)
+    for start in range(0, len(added), 16):
+        many.add_all(added[start : start + 16])
+    for table in ("calls", "approvals", "jobs"):
+        rows = f"SELECT * FROM {table} ORDER BY 1, 2"
+        assert many._db.execute(rows).fetchall() == one._db.execute(rows).fetchall()
+    (approvals,) = one._db.execute("SELECT count(*) FROM approvals").fetchone()
+    assert approvals > 0
 
 
 def test_an_index_of_another_ledger_is_read_again_when_the_head_file_vouches_for_the_ledger(
