@@ -22,6 +22,7 @@ under the folder it made.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 from dataclasses import dataclass, field
@@ -150,8 +151,12 @@ def _under(base: Path, path: str) -> Path:
 
 
 def _ready_v1(hierarchy: Path, path: str) -> Path:
+    """The folder of the calls' cgroups. It may be left by a brokerd of another user (root,
+    earlier): then this one could make no call's cgroup, and every shell would fail."""
     folder = _under(hierarchy, path) / FOLDER
     folder.mkdir(exist_ok=True)
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(folder))
     _tidy(folder)
     return folder
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from pytest import MonkeyPatch
+
 from services.brokerd import cgroup
 from services.brokerd.cgroup import Cgroups, Unavailable, discover
 
@@ -38,6 +40,18 @@ def test_where_no_cgroup_can_be_made_it_says_why(tmp_path: Path) -> None:
     assert isinstance(missing, Unavailable) and "cannot make a cgroup" in missing.why
     none = discover(64, proc="1:name=systemd:/\n", root=tmp_path)
     assert none == Unavailable("no memory controller is mounted")
+
+
+def test_a_folder_another_user_left_is_not_used(tmp_path: Path, monkeypatch: MonkeyPatch) -> None:
+    """A root brokerd made `boxmaker-tools`; this one, not root, may not write in it (here
+    `os.access` says so: the tests run as root, whom the mode bits do not stop)."""
+    (tmp_path / "memory" / "process_api" / "x" / "boxmaker-tools").mkdir(parents=True)
+    monkeypatch.setattr(cgroup.os, "access", lambda path, mode: False)
+    found = discover(64, proc=HYBRID, root=tmp_path)
+    assert isinstance(found, Unavailable)
+    assert found.why == (
+        f"cannot make a cgroup ({tmp_path}/memory/process_api/x/boxmaker-tools): Permission denied"
+    )
 
 
 def test_cgroup_v2_needs_the_memory_controller_given_to_brokerds_own_cgroup(
