@@ -3,7 +3,9 @@
 decision: a denied call's round trip, fsync included, and durable decisions per second with 16
 concurrent clients, each against two floors measured in the same run: the bare floors (a bare
 ZeroMQ round trip plus a bare append+fsync, I/O only) and the Python floor (the simplest Python
-program doing the same work, `bench.python_floor`), driven by the same client code as brokerd.
+program doing the same work, `bench.python_floor`), driven by the same client code as brokerd;
+and, for the rate, the chained floor (the same program keeping the ledger's hash chain and
+index of calls, as brokerd must), the most brokerd's rate could be on this machine.
 toolcall: an allowed read_file end to end, against bare bwrap plus bare `python -I -S`, and
 an allowed shell running `cat FILE` on the same file, against read_file (issue 15).
 """
@@ -50,6 +52,7 @@ def decision(repeat: int = 2000, seconds: float = 3.0, warmup: int = 100) -> Non
         with (
             daemon("brokerd", home, "broker"),
             python_floor(folder) as floor_endpoint,
+            python_floor(folder, chained=True) as chained_endpoint,
             floors.zmq_round_trip(folder) as zmq_once,
             floors.append_fsync(folder) as fsync_once,
         ):
@@ -69,8 +72,10 @@ def decision(repeat: int = 2000, seconds: float = 3.0, warmup: int = 100) -> Non
             with (
                 Clients(brokerd_endpoint, CLIENTS) as ours_load,
                 Clients(floor_endpoint, CLIENTS) as python_load,
+                Clients(chained_endpoint, CLIENTS) as chained_load,
             ):
-                rates = alternated({"ours": ours_load.run, "python": python_load.run}, seconds)
+                runs = {"ours": ours_load.run, "python": python_load.run}
+                rates = alternated(runs | {"chained": chained_load.run}, seconds)
         zmq_rt, fsync, python_rt, ours = (
             summary(samples[k]) for k in ("zmq", "fsync", "python", "ours")
         )
@@ -80,8 +85,12 @@ def decision(repeat: int = 2000, seconds: float = 3.0, warmup: int = 100) -> Non
     show("bare append + fsync", fsync)
     show("Python floor denied round trip", python_rt)
     show("brokerd denied round trip", ours)
-    rate, python_rate = rates["ours"], rates["python"]
+    rate, python_rate, chained_rate = rates["ours"], rates["python"], rates["chained"]
     print(f"  {CLIENTS} clients, durable decisions/s: Python floor {python_rate:,.0f}")
+    print(
+        f"  {CLIENTS} clients, durable decisions/s: chained floor {chained_rate:,.0f}"
+        f" ({chained_rate / python_rate:.2f} of the Python floor's: brokerd's most)"
+    )
     print(f"  {CLIENTS} clients, durable decisions/s: brokerd {rate:,.0f}")
     ratio = ours["median_ms"] / (zmq_rt["median_ms"] + fsync["median_ms"])
     ratio_python = ours["median_ms"] / python_rt["median_ms"]
@@ -94,6 +103,8 @@ def decision(repeat: int = 2000, seconds: float = 3.0, warmup: int = 100) -> Non
             "python_floor_round_trip": python_rt,
             "denied_round_trip": ours,
             "python_floor_decisions_per_s_16_clients": round(python_rate, 1),
+            "chained_floor_decisions_per_s_16_clients": round(chained_rate, 1),
+            "chained_floor_share_of_python_floor": round(chained_rate / python_rate, 4),
             "ratio": verdict("denied round trip / bare floors", ratio, "<= 1.5", ratio <= 1.5),
             "ratio_python_floor": verdict(
                 "denied round trip / Python floor", ratio_python, "<= 1.3", ratio_python <= 1.3
