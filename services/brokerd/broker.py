@@ -56,16 +56,8 @@ from services.brokerd.calls import CallBook
 from services.brokerd.commit import Committer
 from services.brokerd.core import policy, records
 from services.brokerd.core.args import ToolArgs
-from services.brokerd.core.call import (
-    AUDIT_UNAVAILABLE,
-    Ask,
-    Call,
-    Decided,
-    Effect,
-    Found,
-    Phase,
-    Unlabelled,
-)
+from services.brokerd.core.call import AUDIT_UNAVAILABLE, Call, Phase
+from services.brokerd.core.call_events import Ask, Decided, Effect, Found, Unlabelled
 from services.brokerd.desk import Desk
 from services.brokerd.driver import Driver
 from services.brokerd.judge import Judge

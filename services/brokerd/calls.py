@@ -1,6 +1,6 @@
 """The call book (I8): what brokerd knows of each call, named by (session, call). Calls in
 flight (a repeat waits for the one answer being made), the answers given lately (within a
-count and a byte budget), and the ledger for the rest (`lookup`; `call.replay` turns its
+count and a byte budget), and the ledger for the rest (`lookup`; `replay` turns its
 records into the recorded answer). Shared by the broker socket, the desk and the driver.
 
 The first two are bxcore's one way of answering a request once (`bxcore.once`); a `pending`

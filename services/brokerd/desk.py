@@ -48,21 +48,11 @@ from services.brokerd.core.approvals import (
     UnknownApproval,
 )
 from services.brokerd.core.args import ArgsError, parse
-from services.brokerd.core.call import (
-    Ask,
-    Call,
-    Effect,
-    Expired,
-    Phase,
-    Refuse,
-    Settle,
-    Verdict,
-    pending_again,
-    replay,
-    step,
-)
+from services.brokerd.core.call import Call, Phase, pending_again, step
+from services.brokerd.core.call_events import Ask, Effect, Expired, Refuse, Settle, Verdict
 from services.brokerd.core.grants import takes_write
 from services.brokerd.core.records import CallRecords
+from services.brokerd.core.replay import replay
 from services.brokerd.driver import Driver
 from services.brokerd.judge import Judge
 from services.brokerd.preview_file import preview

@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 from services.brokerd.calls import CallBook
 from services.brokerd.commit import Committer
-from services.brokerd.core.call import (
+from services.brokerd.core.call import Call, step
+from services.brokerd.core.call_events import (
     Answer,
-    Call,
     Durable,
     Effect,
     Event,
@@ -27,7 +27,6 @@ from services.brokerd.core.call import (
     Ran,
     Record,
     Run,
-    step,
 )
 from services.brokerd.courier import Courier
 from services.brokerd.ledger import LedgerUnavailable

@@ -16,7 +16,7 @@ import zmq
 from bxcore import wire
 from bxcore.home import Home
 from bxcore.messages import Done, ToolRequest
-from services.brokerd.core.call import UNKNOWN
+from services.brokerd.core.replay import UNKNOWN
 from tests.support.box import box_home, bxctl, cmdline_of, processes_of, up, wait_until
 from tests.support.brokerd import args, call
 from tests.support.daemons import init_home, running, sync_request

@@ -23,23 +23,38 @@ import hashlib
 import json
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import ClassVar, NamedTuple
+from typing import NamedTuple
 
 from bxcore import wire
 from bxcore.deny import DenyReason
-from bxcore.frozen import frozen
 from bxcore.labels import CLEAN, Label
-from bxcore.mcp_tools import NO_TOOLS, Catalog, split_name
 from bxcore.messages import ApprovalState, Denied, Done, Failed, Outcome, Pending, Scope, short
-from services.brokerd.core import args as argsmod
-from services.brokerd.core import mcp_args, policy, records
+from services.brokerd.core import policy, records
 from services.brokerd.core.approvals import Move
+from services.brokerd.core.call_events import (
+    Answer,
+    Ask,
+    Decided,
+    Effect,
+    Event,
+    Found,
+    Kind,
+    NotRaised,
+    Raise,
+    Raised,
+    Ran,
+    Record,
+    Refuse,
+    Run,
+    Settle,
+    Unlabelled,
+    Verdict,
+)
 from services.brokerd.core.grants import Grant
-from services.brokerd.core.records import CallRecords, Entry
+from services.brokerd.core.records import Entry
+from services.brokerd.core.replay import replay
 
 AUDIT_UNAVAILABLE = Denied(DenyReason.AUDIT_UNAVAILABLE)
-ALREADY_RAN = "this call already ran; its output is no longer held"
-UNKNOWN = "the outcome of this call is unknown after a restart"
 NOT_RECORDED = "the call ran, but the audit log cannot record it, so its output is held"
 EXPIRED_BY = "brokerd (no answer in time)"
 #: Room left in a 4 MiB frame for everything in a response but the output.
@@ -56,185 +71,6 @@ class Phase(enum.StrEnum):
     PENDING = "pending"  # recorded pending: the owner decides
     SETTLING = "settling"  # the owner's verdict, or the expiry, is being made durable
     ANSWERED = "answered"  # the call's answer is final
-
-
-# --- events: what the shell saw -------------------------------------------------------------
-
-
-class Kind(enum.StrEnum):
-    FOUND = "found"
-    UNAVAILABLE = "unavailable"
-    DECIDED = "decided"
-    UNLABELLED = "unlabelled"
-    DURABLE = "durable"
-    NOT_DURABLE = "not_durable"
-    RAN = "ran"
-    RAISED = "raised"
-    NOT_RAISED = "not_raised"
-    VERDICT = "verdict"
-    EXPIRED = "expired"
-
-
-@frozen
-class Found:
-    """The ledger's records of the call (None: never decided)."""
-
-    KIND: ClassVar[Kind] = Kind.FOUND
-    records: CallRecords | None
-    mcp: Catalog = NO_TOOLS  # the MCP tools now: an invalid MCP call's detail is found again
-
-
-@frozen
-class Unavailable:
-    """The ledger cannot say whether the call was decided, or cannot be written."""
-
-    KIND: ClassVar[Kind] = Kind.UNAVAILABLE
-
-
-@frozen
-class Decided:
-    """`policy.decide` on the session's `label`; for an `Ask`, the approval id it is recorded
-    under, and, when a session-scoped approval covers it (§9.2), what it runs as then
-    (`policy.approved`)."""
-
-    KIND: ClassVar[Kind] = Kind.DECIDED
-    label: Label
-    decision: policy.Decision
-    approval: str | None = None
-    covered: policy.Allowed | None = None
-
-
-@frozen
-class Unlabelled:
-    """The session's label cannot be read: the call cannot be judged."""
-
-    KIND: ClassVar[Kind] = Kind.UNLABELLED
-    why: str
-
-
-@frozen
-class Durable:
-    KIND: ClassVar[Kind] = Kind.DURABLE
-
-
-@frozen
-class NotDurable:
-    KIND: ClassVar[Kind] = Kind.NOT_DURABLE
-
-
-@frozen
-class Ran:
-    """How the runner ended. `started`: a sandbox started, so the tool may have read what
-    the grant shows, whatever the outcome (issue 9). `error`: brokerd's sentence."""
-
-    KIND: ClassVar[Kind] = Kind.RAN
-    ok: bool
-    output: str
-    exit: int | None
-    ms: int
-    started: bool
-    label: Label | None = None
-    error: str | None = None
-
-
-@frozen
-class Raised:
-    KIND: ClassVar[Kind] = Kind.RAISED
-    before: Label
-    after: Label
-
-
-@frozen
-class NotRaised:
-    KIND: ClassVar[Kind] = Kind.NOT_RAISED
-    why: str
-
-
-@frozen
-class Verdict:
-    """The owner's answer; `decision`: `policy.redecide` now, for an approval (None for a
-    refusal)."""
-
-    KIND: ClassVar[Kind] = Kind.VERDICT
-    approve: bool
-    by: str
-    scope: Scope
-    decision: policy.Decision | None = None
-
-
-@frozen
-class Expired:
-    KIND: ClassVar[Kind] = Kind.EXPIRED
-
-
-Event = (
-    Found | Unavailable | Decided | Unlabelled | Durable | NotDurable | Ran | Raised | NotRaised
-    | Verdict | Expired
-)  # fmt: skip
-
-
-# --- effects: what the shell must do, in order ------------------------------------------------
-
-
-@frozen
-class Record:
-    """Append these records; feed back `Durable` once they are, or `NotDurable`."""
-
-    entries: tuple[Entry, ...]
-
-
-@frozen
-class Run:
-    """Run the call as allowed; feed back `Ran`."""
-
-    allowed: policy.Allowed
-
-
-@frozen
-class Raise:
-    """Raise the session by `label`; feed back `Raised` or `NotRaised`."""
-
-    label: Label
-
-
-@frozen
-class Answer:
-    """The call's answer: final, or `Pending` while the owner decides."""
-
-    outcome: Outcome
-
-
-@frozen
-class Ask:
-    """Hold the approval and tell the owner's side (`approval_requested`)."""
-
-    approval: str
-    ask: policy.Ask
-    label: Label
-
-
-@frozen
-class Settle:
-    """The approval moved (`move`), durably: tell the owner's side, and remember a
-    session-wide approval (`scope`)."""
-
-    approval: str
-    move: Move
-    state: ApprovalState
-    reason: DenyReason | None
-    scope: Scope
-
-
-@frozen
-class Refuse:
-    """The verdict changes nothing: the approval is being settled or is settled, or the
-    verdict could not be made durable (it stays pending)."""
-
-    why: str
-    unavailable: bool = False
-
-
-Effect = Record | Run | Raise | Answer | Ask | Settle | Refuse
 
 
 # --- the call ---------------------------------------------------------------------------------
@@ -604,39 +440,3 @@ def table_markdown() -> str:
         cells = [TABLE[(phase, kind)].value if (phase, kind) in TABLE else "·" for kind in kinds]
         lines.append(f"| {phase.value} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
-
-
-# --- once (I8) --------------------------------------------------------------------------------
-
-
-def replay(found: CallRecords, mcp: Catalog = NO_TOOLS) -> Outcome:
-    """The recorded answer of a call decided earlier whose answer is no longer kept. The
-    detail of invalid arguments is not recorded (§7): it is found again from the arguments,
-    for an MCP tool against its pinned schema in `mcp` (none when it is no longer pinned)."""
-    decision = found.decision
-    if decision["outcome"] == "denied":
-        reason = DenyReason(str(decision["reason"]))
-        detail = _detail(decision, mcp) if reason is DenyReason.INVALID_ARGUMENTS else None
-        return Denied(reason, detail)
-    verdict = found.verdict
-    if decision["outcome"] == "pending":
-        if verdict is None:
-            return Pending(str(decision["approval"]))
-        if verdict["outcome"] == "denied":
-            return Denied(DenyReason(str(verdict["reason"])))
-    return Failed(ALREADY_RAN if found.executed is not None else UNKNOWN)
-
-
-def _detail(decision: Mapping[str, object], mcp: Catalog) -> str | None:
-    """The detail of an invalid call, found again from the arguments the ledger kept."""
-    tool, arguments = str(decision["tool"]), str(decision["arguments"])
-    try:
-        if split_name(tool) is None:
-            argsmod.parse(tool, arguments)
-        elif (pinned := mcp.tools.get(tool)) is not None:
-            mcp_args.parse(pinned, tool, arguments)
-    except argsmod.ArgsError as error:
-        return error.detail()
-    except ValueError:
-        return None
-    return None

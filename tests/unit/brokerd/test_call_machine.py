@@ -16,13 +16,19 @@ from bxcore.messages import ApprovalState, Denied, Done, Failed, Pending, Scope
 from services.brokerd.core import policy
 from services.brokerd.core.approvals import Move
 from services.brokerd.core.call import (
-    ALREADY_RAN,
     AUDIT_UNAVAILABLE,
     NOT_RECORDED,
     TABLE,
-    UNKNOWN,
-    Answer,
     Call,
+    Phase,
+    Rule,
+    Unexpected,
+    fit_output,
+    step,
+    table_markdown,
+)
+from services.brokerd.core.call_events import (
+    Answer,
     Decided,
     Durable,
     Effect,
@@ -32,25 +38,20 @@ from services.brokerd.core.call import (
     Kind,
     NotDurable,
     NotRaised,
-    Phase,
     Raise,
     Raised,
     Ran,
     Record,
     Refuse,
-    Rule,
     Run,
     Settle,
     Unavailable,
-    Unexpected,
     Unlabelled,
     Verdict,
-    fit_output,
-    step,
-    table_markdown,
 )
 from services.brokerd.core.grants import Grant, parse_grant
 from services.brokerd.core.records import CallRecords
+from services.brokerd.core.replay import ALREADY_RAN, UNKNOWN
 
 PRIVATE = Label(DataClass.PRIVATE, False)
 TAINTED = Label(DataClass.PRIVATE, True)

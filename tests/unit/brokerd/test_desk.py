@@ -36,8 +36,8 @@ from bxcore.messages import (
 from services.brokerd.broker import Broker
 from services.brokerd.calls import CallBook
 from services.brokerd.commit import Committer
-from services.brokerd.core.call import ALREADY_RAN
 from services.brokerd.core.policy import Allowed
+from services.brokerd.core.replay import ALREADY_RAN
 from services.brokerd.courier import Result
 from services.brokerd.desk import Desk
 from services.brokerd.driver import Driver

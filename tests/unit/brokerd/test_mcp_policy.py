@@ -14,10 +14,10 @@ from bxcore.labels import CLEAN, DataClass, Label
 from bxcore.mcp_tools import CHANGED, Catalog, Comparison, Pins, ToolDef, build_catalog
 from bxcore.messages import AskWhy
 from bxcore.messages import Denied as DeniedAnswer
-from services.brokerd.core.call import replay
 from services.brokerd.core.grants import Grant, McpKind, Mode, parse_grant
 from services.brokerd.core.policy import Allowed, Ask, Denied, decide, redecide
 from services.brokerd.core.records import CallRecords
+from services.brokerd.core.replay import replay
 
 PRIVATE = Label(DataClass.PRIVATE, False)
 PUBLIC = Label(DataClass.PUBLIC, False)
