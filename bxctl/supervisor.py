@@ -5,7 +5,9 @@ up` starts, detached), or `Supervisor.run` inside `bxctl up --foreground`. No ch
 it: every stop is SIGTERM to the group, the grace, then SIGKILL, in a shielded scope; and as
 a child subreaper it adopts whatever a service's processes leave behind outside its group (a
 sandbox in a session of its own), and stops and reaps it before it calls the service exited.
-Each state change is also written to `{run}/services.json` (`bxcore.service_states`).
+Each state change is also written to `{run}/services.json` (`bxcore.service_states`). What
+is done to one service's processes (its log, its probe, its stop, its leftovers) is
+`bxctl.supervised`'s; when it is done is decided here.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
@@ -26,19 +28,15 @@ import psutil  # type: ignore[import-untyped, unused-ignore]  # no stubs install
 import zmq
 import zmq.asyncio
 
-from bxcore import curve, process_tree, runlock, service_states
-from bxcore.client import Client, ProtocolError, Secure, Unreachable
-from bxcore.clock import now_ms, rfc3339
+from bxcore import process_tree, runlock, service_states
+from bxcore.clock import now_ms
 from bxcore.config import Config, ConfigError, load_config
 from bxcore.console_link import console_address
 from bxcore.errors import SETUP_ERROR_EXIT, SetupError, one_line
-from bxcore.home import SOCKETS, Home, HomeError
+from bxcore.home import Home, HomeError
 from bxcore.messages import (
     Error,
     ErrorCode,
-    Ping,
-    Pong,
-    ServiceInfo,
     ServiceState,
     SupervisorReport,
     SupervisorRestart,
@@ -49,81 +47,23 @@ from bxcore.router import Router
 from bxcore.routes import Refusal, Route, Routes
 from bxcore.sockets import SupervisorAnswer, SupervisorRequest
 from bxctl import held
-from bxctl.lifecycle import POLICY, Action, Event, Policy, ServiceLife, step
+from bxctl.lifecycle import POLICY, Action, Event, Policy, step
 from bxctl.logs import RotatingLog
 from bxctl.pidfile import GRACE_S, Box
 from bxctl.specs import ServiceSpec, parse_specs
+from bxctl.supervised import LEFTOVER_GRACE_S, Service, describe_exit, stop_leftovers
 
 log = logging.getLogger("supervisor")
 
 READY_S = 10.0  # a service must answer `ping` this soon after it starts (§13)
-PROBE_TRY_S = 1.0  # one ping's wait for a service that is starting, before a fresh socket
-PROBE_RECONNECT_MS = 5  # how often a probe tries to connect to a service not yet bound
-LEFTOVER_GRACE_S = 1.0  # what a service left running gets this long after SIGTERM, then KILL
 SETTLED = frozenset({ServiceState.RUNNING, ServiceState.FAILED, ServiceState.STOPPED})
 REFUSAL = Refusal(
     "{type} is not answered on the supervisor socket", ErrorCode.WRONG_SOCKET, anonymous="?"
 )
 
 
-def _eager(secure: Secure | None) -> Secure:
-    """A probe's socket set-up: it tries to connect every PROBE_RECONNECT_MS, never backing
-    off as other sockets do (`bxcore.router.tune`), and carries CURVE's keys (`secure`)."""
-
-    def set_up(socket: zmq.Socket[Any]) -> None:
-        socket.setsockopt(zmq.RECONNECT_IVL, PROBE_RECONNECT_MS)
-        socket.setsockopt(zmq.RECONNECT_IVL_MAX, 0)  # 0: no backoff
-        if secure is not None:
-            secure(socket)
-
-    return set_up
-
-
 class SupervisorError(Exception):
     """The supervisor cannot start; the text is one line."""
-
-
-def describe_exit(code: int) -> str:
-    if code == SETUP_ERROR_EXIT:
-        return f"cannot start: exit {code}"
-    return f"signal {-code}" if code < 0 else f"exit {code}"
-
-
-async def _terminate_all(processes: list[psutil.Process], grace: float) -> None:
-    """SIGTERM each process, wait up to `grace` for them all to end, then SIGKILL the rest."""
-    for process in processes:
-        process_tree.signal_(process, signal.SIGTERM)
-    with anyio.move_on_after(grace):
-        while process_tree.alive(processes):
-            await anyio.sleep(0.02)
-    for process in process_tree.alive(processes):
-        process_tree.signal_(process, signal.SIGKILL)
-
-
-class Service:
-    """One supervised service: its life, its process (when it has one) and its log."""
-
-    def __init__(self, spec: ServiceSpec, log_file: RotatingLog) -> None:
-        self.spec = spec
-        self.log = log_file
-        self.life = ServiceLife()
-        self.process: anyio.abc.Process | None = None
-        self.generation = 0
-        self.terminate_asked = False
-        self.last_exit: str | None = None
-        self._changed = anyio.Event()
-
-    def __repr__(self) -> str:
-        pid = f"pid {self.process.pid}" if self.process is not None else "no process"
-        return f"Service({self.spec.name}, {self.life!r}, {pid})"
-
-    def notify(self) -> None:
-        self._changed.set()
-        self._changed = anyio.Event()
-
-    async def wait_for(self, states: Collection[ServiceState]) -> None:
-        while self.life.state not in states:
-            await self._changed.wait()
 
 
 class Supervisor:
@@ -292,7 +232,7 @@ class Supervisor:
             self._spawn(self._run_process, service, service.generation)
         elif action is Action.TERMINATE:
             if service.process is not None:
-                self._spawn(self._terminate, service, service.process)
+                self._spawn(service.terminate, service.process, self._grace)
             else:
                 service.terminate_asked = True  # it is being started: stop it once it is
         elif action is Action.WAIT:
@@ -330,11 +270,11 @@ class Supervisor:
         service.log.note(f"started {spec.name} (pid {process.pid})")
         await held.let_go(process)
         if service.terminate_asked:
-            self._spawn(self._terminate, service, process)
+            self._spawn(service.terminate, process, self._grace)
         try:
             async with anyio.create_task_group() as watch:
                 drained = anyio.Event()
-                watch.start_soon(self._pump, service, process, drained)
+                watch.start_soon(service.pump, process, drained)
                 watch.start_soon(self._probe, service, process, generation)
                 code = await process.wait()
                 # Whatever it left in its group.
@@ -354,95 +294,34 @@ class Supervisor:
         service.log.note(f"{spec.name} exited ({service.last_exit})")
         self.apply(service, Event.CANNOT_START if code == SETUP_ERROR_EXIT else Event.EXITED)
 
-    async def _pump(
-        self, service: Service, process: anyio.abc.Process, drained: anyio.Event
-    ) -> None:
-        """Copy the child's output into its log, which rotates by size as it grows."""
-        assert process.stdout is not None
-        try:
-            async for chunk in process.stdout:
-                service.log.write(chunk)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            pass
-        finally:
-            drained.set()
-
     async def _probe(self, service: Service, process: anyio.abc.Process, generation: int) -> None:
         """`ping` the service's socket until its pong (from this very process) or the deadline."""
-        spec, deadline = service.spec, self._clock() + self._ready_timeout
+        deadline = self._clock() + self._ready_timeout
         assert self._zmq is not None
-        if spec.socket in SOCKETS:
-            endpoint = self.config.sockets.endpoint(spec.socket, self.home)
-        else:
-            endpoint = self.home.endpoint(spec.socket)
-        try:
-            secure = self._curve_client(spec)
-        except curve.KeyFileError as error:
-            service.log.note(f"cannot probe {spec.name}: {error}")
-            secure, deadline = None, self._clock()
-        client = Client(self._zmq, endpoint, name=spec.name, tries=1, secure=_eager(secure))
-        try:
-            tries = 0
-            while (left := deadline - self._clock()) > 0:
-                tries += 1
-                # The ping waits in the socket's queue until the service binds, and goes out
-                # within PROBE_RECONNECT_MS (bench startup: a nap between short tries cost
-                # 30-40 ms a service). A try unanswered in a second starts on a fresh socket.
-                with contextlib.suppress(Unreachable, ProtocolError):
-                    ping = Ping(f"ready-{generation}-{tries}")
-                    pong = await client.request(ping, timeout=min(left, PROBE_TRY_S))
-                    if isinstance(pong, Pong) and pong.pid == process.pid:
-                        if service.generation == generation and process.returncode is None:
-                            self.apply(service, Event.READY)
-                        return
-                await anyio.sleep(0.02)  # a quick failure (a bad answer, another pong): no spin
-        finally:
-            client.close()
+        ready = await service.answers_ping(
+            self._zmq,
+            self.config,
+            self.home,
+            pid=process.pid,
+            generation=generation,
+            deadline=deadline,
+            clock=self._clock,
+        )
         if service.generation == generation and process.returncode is None:
-            service.log.note(f"{spec.name} did not answer ping in {self._ready_timeout:g} s")
-            self.apply(service, Event.NOT_READY)
-
-    def _curve_client(self, spec: ServiceSpec) -> Secure | None:
-        if spec.curve_server is None:
-            return None
-        owner = curve.load_pair(self.home.keys, "owner")
-        server = curve.load_public(self.home.keys, spec.curve_server)
-        return lambda socket: curve.connect_curve(socket, owner, server)
-
-    async def _terminate(self, service: Service, process: anyio.abc.Process) -> None:
-        """SIGTERM to the group, the grace, then SIGKILL: all of it, even when cancelled."""
-        with anyio.CancelScope(shield=True):
-            service.log.note(f"stopping {service.spec.name}: SIGTERM to its process group")
-            process_tree.signal_group(process.pid, signal.SIGTERM)
-            with anyio.move_on_after(self._grace):
-                await process.wait()
-            if process.returncode is None:
-                service.log.note(
-                    f"{service.spec.name} still runs after {self._grace:g} s: SIGKILL to its group"
-                )
-                process_tree.signal_group(process.pid, signal.SIGKILL)
+            if ready:
+                self.apply(service, Event.READY)
+            else:
+                name = service.spec.name
+                service.log.note(f"{name} did not answer ping in {self._ready_timeout:g} s")
+                self.apply(service, Event.NOT_READY)
 
     async def _stop_leftovers(self, service: Service | None) -> None:
-        """Stop what exited services left running, and reap it: every child of ours that is
-        no service's process (the subreaper adopted it), with all it started; then look
-        again, for what their deaths handed to us in turn. `service`: the one that just
-        exited, named in its log."""
+        """`bxctl.supervised.stop_leftovers`, as a child subreaper only (else nothing is
+        ours), and never while a service's process is being started."""
         if not self._adopts:
             return
         async with self._children:
-            for _ in range(process_tree.LOOKS):
-                leftovers = self._leftovers()
-                if not leftovers:
-                    return
-                living = process_tree.alive(leftovers)  # the others only wait to be reaped
-                if living and service is not None:
-                    pids = ", ".join(str(p.pid) for p in living)
-                    service.log.note(f"stopping what {service.spec.name} left running: {pids}")
-                trees = [d for p in living for d in process_tree.descendants(p.pid)]
-                await _terminate_all([*living, *trees], LEFTOVER_GRACE_S)
-                with anyio.move_on_after(LEFTOVER_GRACE_S):
-                    while not all([process_tree.reap(p.pid) for p in leftovers]):
-                        await anyio.sleep(0.01)
+            await stop_leftovers(self._leftovers, service)
 
     def _leftovers(self) -> list[psutil.Process]:
         """Our children that are no service's process: adopted from an exited service."""
@@ -500,16 +379,7 @@ class Supervisor:
 
     def report(self, request_id: str) -> SupervisorReport:
         now, wall = self._clock(), now_ms()
-        infos = []
-        for service in self.services.values():
-            life = service.life
-            since = rfc3339(max(0, wall - int((now - life.since) * 1000)))
-            pid = service.process.pid if service.process is not None else None
-            infos.append(
-                ServiceInfo(
-                    service.spec.name, life.state, life.restarts, since, pid, service.last_exit
-                )
-            )
+        infos = [service.info(now, wall) for service in self.services.values()]
         console = self.config.console
         serves = console.enabled and "gatewayd" in self.services
         address = console_address(console.host, console.port) if serves else None

@@ -1,6 +1,7 @@
 """One question to the running supervisor, on its socket (named by `{run}/supervisor.pid`):
-`ask` for the box commands, and `whereabouts` for the owner's error lines, so that "brokerd
-did not answer" can say *why*: failed, stopped, restarting (issue 10). `explain` is pure.
+`ask` and `status_report` for the box commands, and `whereabouts` for the owner's error lines,
+so that "brokerd did not answer" can say *why*: failed, stopped, restarting (issue 10).
+`explain` is pure.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from bxcore.client import ProtocolError, Request, SyncClient, Unreachable
 from bxcore.home import Home
 from bxcore.messages import ServiceInfo, ServiceState, SupervisorReport, SupervisorStatus
 from bxctl import pidfile
+from bxctl.output import fail
 
 NOT_COMING_BACK = (ServiceState.FAILED, ServiceState.STOPPED, ServiceState.STOPPING)
 WHEREABOUTS_S = 1.0  # an error line waits no longer than this for the supervisor's word
@@ -36,10 +38,26 @@ def ask(endpoint: str, message: Request, timeout: float) -> object:
             raise NoAnswer(str(error)) from None
 
 
+def running(home: Home) -> pidfile.BoxRecord | None:
+    """The record of the supervisor that runs `home`'s box; None when none runs."""
+    return pidfile.running(home.pidfile("supervisor"))
+
+
+def status_report(record: pidfile.BoxRecord, timeout: float = 5.0) -> SupervisorReport:
+    """The running supervisor's report; a box command fails with one line without it."""
+    try:
+        report = ask(record.endpoint, SupervisorStatus(request_id()), timeout)
+    except NoAnswer as error:
+        fail(f"{error} (its pid is {record.supervisor.pid})")
+    if not isinstance(report, SupervisorReport):
+        fail(f"the supervisor answered {type(report).__name__}: {report}")
+    return report
+
+
 def whereabouts(home: Home, service: str) -> ServiceInfo | None:
     """What the running supervisor says of `service`; None when no supervisor runs, it does
     not answer, or it does not supervise `service` (a box run by systemd, say)."""
-    record = pidfile.running(home.pidfile("supervisor"))
+    record = running(home)
     if record is None:
         return None
     try:

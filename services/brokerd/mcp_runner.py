@@ -1,7 +1,7 @@
 """The MCP servers of `[[mcp]]` (SPEC §18.2, §18.3, §18.6): started in their sandbox, started
-and listed with the `mcp` SDK's client and called with brokerd's own JSON-RPC (`mcp_stdio`),
-one process a session (or one shared), stopped when idle, started again after a crash or when
-its output ends; their listings compared with the owner's pins.
+and listed with the `mcp` SDK's client (how: `mcp_start`) and called with brokerd's own
+JSON-RPC (`mcp_stdio`), one process a session (or one shared), stopped when idle, started
+again after a crash or when its output ends; their listings compared with the owner's pins.
 
 It decides nothing: a call reaches `call` only once it was allowed and recorded. It owns the
 server processes (no other part of brokerd starts one) and `{home}/run/mcp-<name>.json`, the
@@ -16,8 +16,8 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, TextIO
+from dataclasses import dataclass
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -33,51 +33,23 @@ from bxcore.mcp_tools import (
     Pins,
     ToolDef,
     build_catalog,
-    canonical,
     compare,
     parse_pins,
     split_name,
-    tool_def,
 )
 from bxcore.report import Report
-from services.brokerd import mcp_result, mcp_sandbox, mcp_stdio
+from services.brokerd import mcp_result
 from services.brokerd.core.mcp_args import McpArgs
 from services.brokerd.core.policy import Allowed
 from services.brokerd.mcp_proxy import HostsProxy
-from services.brokerd.mcp_stdio import PipeError, ServerPipe
+from services.brokerd.mcp_start import Instance, Launcher, StartFailed, describe, speak
+from services.brokerd.mcp_stdio import PipeError
 from services.brokerd.sandbox import Host
 from services.brokerd.watch import FolderWatch
 
 log = logging.getLogger(__name__)
 
-START_S = 10.0  # initialize and tools/list (§18.2)
 SHARED = ""  # the key of a server shared by every session
-
-
-class StartFailed(Exception):
-    """The server did not start, or did not answer `initialize` and `tools/list` in time."""
-
-
-@dataclass(eq=False)
-class Instance:
-    """One server process, for one session (or shared), while it lives."""
-
-    server: McpServer
-    key: str
-    started_at: float
-    used_at: float
-    listing: dict[str, ToolDef] = field(default_factory=dict)
-    outputs: dict[str, str] = field(default_factory=dict)  # canonical outputSchema by tool
-    pipe: ServerPipe | None = None
-    busy: int = 0
-    stop: anyio.Event = field(default_factory=anyio.Event)
-    ended: anyio.Event = field(default_factory=anyio.Event)
-    listed: bool = False  # it answered initialize and tools/list
-
-    def __repr__(self) -> str:
-        whose = self.key or "shared"
-        state = "ended" if self.ended.is_set() else f"busy {self.busy}"
-        return f"Instance({self.server.name} for {whose}, {state})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,10 +81,9 @@ class McpRunner:
             for server in servers
             if server.hosts and sandboxed
         }
-        self.host = host
         self.home = home
-        self.sandboxed = sandboxed
         self.clock = clock
+        self._launcher = Launcher(host, home, sandboxed=sandboxed, proxies=self.proxies)
         self._tasks: anyio.abc.TaskGroup | None = None
         self._instances: dict[tuple[str, str], Instance] = {}
         self._locks: dict[tuple[str, str], anyio.Lock] = {}
@@ -123,7 +94,6 @@ class McpRunner:
         self._looked: set[str] = set()  # servers whose pins file was looked at since then
         self._listed = 0  # counts the listings taken: the catalog is built again after one
         self._catalog: tuple[tuple[object, ...], Catalog] | None = None
-        self._seccomp_written: str | None = None
 
     def __repr__(self) -> str:
         return f"McpRunner({len(self.servers)} servers, {len(self._instances)} running)"
@@ -260,7 +230,7 @@ class McpRunner:
             try:
                 await self._tasks.start(self._run_instance, instance)
             except Exception as error:  # any failure to start is StartFailed
-                why = _why(error)
+                why = describe(error)
                 self._problems[name] = why
                 raise StartFailed(why) from None
             self._problems.pop(name, None)
@@ -284,93 +254,22 @@ class McpRunner:
         self, instance: Instance, *, task_status: anyio.abc.TaskStatus[None]
     ) -> None:
         server = instance.server
-        argv, env = self._command(server)  # StartFailed: before anything starts
+        argv, env = self._launcher.command(server)  # StartFailed: before anything starts
         self.home.logs.mkdir(parents=True, exist_ok=True)
         with open(self.home.mcp_log(server.name), "a", encoding="utf-8") as errlog:
             try:
-                await self._speak(instance, argv, env, errlog, task_status)
+                await speak(instance, argv, env, errlog, task_status)
             except Exception as error:  # a server's end, whatever it was
                 if not instance.listed:
                     raise
                 whose = instance.key or "shared"
-                log.warning("MCP server %s (%s) ended: %s", server.name, whose, _why(error))
+                log.warning("MCP server %s (%s) ended: %s", server.name, whose, describe(error))
             finally:
                 instance.pipe = None
                 instance.ended.set()
                 slot = (server.name, instance.key)
                 if self._instances.get(slot) is instance:
                     del self._instances[slot]
-
-    async def _speak(
-        self,
-        instance: Instance,
-        argv: list[str],
-        env: Mapping[str, str],
-        errlog: TextIO,
-        task_status: anyio.abc.TaskStatus[None],
-    ) -> None:
-        """The server started and listed through the SDK's ClientSession; then its calls are
-        brokerd's own JSON-RPC (`mcp_stdio`) until it is stopped or its output ends."""
-        from mcp import ClientSession
-
-        async with mcp_stdio.running(argv, env, errlog, instance.stop.set) as pipe:
-            with anyio.fail_after(START_S):
-                async with pipe.for_sdk() as streams, ClientSession(*streams) as session:
-                    await session.initialize()
-                    listed = await session.list_tools()
-            if pipe.ended is not None:
-                raise StartFailed(pipe.ended)
-            listing: dict[str, ToolDef] = {}
-            outputs: dict[str, str] = {}
-            for tool in listed.tools:
-                dumped = tool.model_dump(by_alias=True, exclude_none=True)
-                try:
-                    found = tool_def(dumped)
-                except DefinitionError as error:
-                    name = instance.server.name
-                    log.warning("MCP server %s lists a broken tool: %s", name, error)
-                    continue
-                listing[found.name] = found
-                if isinstance(dumped.get("outputSchema"), dict):
-                    outputs[found.name] = canonical(dumped["outputSchema"])
-            instance.listing = listing
-            instance.outputs = outputs
-            instance.pipe = pipe
-            instance.listed = True
-            task_status.started()
-            await instance.stop.wait()
-
-    def _command(self, server: McpServer) -> tuple[list[str], Mapping[str, str]]:
-        """The argv that starts `server` (in its sandbox, unless brokerd runs unconfined) and
-        its environment: the SDK's stdio client's defaults, with the entry's own over them."""
-        from mcp.client.stdio import get_default_environment
-
-        program = mcp_sandbox.resolve_program(server.command[0], os.environ.get("PATH"))
-        if program is None:
-            raise StartFailed(f"{server.command[0]!r} is not an executable program here")
-        if not self.sandboxed:
-            argv, env = mcp_sandbox.unconfined(server, program)
-            return argv, get_default_environment() | dict(env)
-        if self.host.bwrap is None:
-            raise StartFailed("sandbox unavailable: bwrap not found (install bubblewrap)")
-        proxy = self.proxies.get(server.name)
-        root = mcp_sandbox.program_root(program)
-        where = str(proxy.path) if proxy is not None else None
-        argv = mcp_sandbox.command(self.host, server, program, root, proxy=where)
-        argv[0] = self.host.bwrap
-        argv = mcp_sandbox.launched(self.host, argv, self._seccomp_file())
-        return argv, get_default_environment()
-
-    def _seccomp_file(self) -> str | None:
-        """`{home}/run/mcp-seccomp.bpf`: the sandbox's filter (`core.seccomp`) for
-        `mcp_launch` to hand bwrap; written once. None when there is no filter."""
-        if not self.host.seccomp:
-            return None
-        path = self.home.run / "mcp-seccomp.bpf"
-        if self._seccomp_written is None:
-            write_atomically(path, self.host.seccomp, durable=False)  # OSError: StartFailed
-            self._seccomp_written = str(path)
-        return self._seccomp_written
 
     def _write_listing(self, name: str, listing: dict[str, ToolDef]) -> None:
         """`{home}/run/mcp-<name>.json`: what the server listed last, for `bxctl mcp`."""
@@ -427,17 +326,8 @@ class McpRunner:
         except (PipeError, mcp_result.ResultError) as error:  # its end, or a broken answer
             instance.stop.set()
             return mcp_result.Outcome.failed(
-                f"the MCP server {name} failed during the call: {_why(error)}", started=True
+                f"the MCP server {name} failed during the call: {describe(error)}", started=True
             )
         finally:
             instance.busy -= 1
             instance.used_at = self.clock()
-
-
-def _why(error: BaseException) -> str:
-    if isinstance(error, BaseExceptionGroup):
-        return "; ".join(_why(inner) for inner in error.exceptions)
-    if isinstance(error, TimeoutError):
-        return f"no answer to initialize and tools/list within {START_S:g} s"
-    text = str(error) or type(error).__name__
-    return " ".join(text.split())[:300]

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from bxcore.messages import ServiceInfo, ServiceState
-from bxctl.box_cmds import newest_seq
 from bxctl.box_view import LedgerView, ledger_view
+from bxctl.status_cmd import newest_seq
 from tests.support.ledger_file import GrowingLedger
 
 

@@ -1,0 +1,153 @@
+"""Starting one MCP server's process (SPEC §18.2, §18.3): the argv and environment that start
+an `[[mcp]]` entry, in its sandbox unless brokerd runs unconfined (`Launcher`); its handshake
+and `tools/list` through the `mcp` SDK's ClientSession, and its pipe handed over for brokerd's
+own calls (`speak`); and the `Instance` that holds it all while the process lives.
+
+`mcp_runner` says when a process starts and stops, and for whom; here is only how.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TextIO
+
+import anyio
+import anyio.abc
+
+from bxcore.atomic import write_atomically
+from bxcore.config_mcp import McpServer
+from bxcore.home import Home
+from bxcore.mcp_tools import DefinitionError, ToolDef, canonical, tool_def
+from services.brokerd import mcp_sandbox, mcp_stdio
+from services.brokerd.mcp_proxy import HostsProxy
+from services.brokerd.mcp_stdio import ServerPipe
+from services.brokerd.sandbox import Host
+
+log = logging.getLogger(__name__)
+
+START_S = 10.0  # initialize and tools/list (§18.2)
+
+
+class StartFailed(Exception):
+    """The server did not start, or did not answer `initialize` and `tools/list` in time."""
+
+
+@dataclass(eq=False)
+class Instance:
+    """One server process, for one session (or shared), while it lives."""
+
+    server: McpServer
+    key: str
+    started_at: float
+    used_at: float
+    listing: dict[str, ToolDef] = field(default_factory=dict)
+    outputs: dict[str, str] = field(default_factory=dict)  # canonical outputSchema by tool
+    pipe: ServerPipe | None = None
+    busy: int = 0
+    stop: anyio.Event = field(default_factory=anyio.Event)
+    ended: anyio.Event = field(default_factory=anyio.Event)
+    listed: bool = False  # it answered initialize and tools/list
+
+    def __repr__(self) -> str:
+        whose = self.key or "shared"
+        state = "ended" if self.ended.is_set() else f"busy {self.busy}"
+        return f"Instance({self.server.name} for {whose}, {state})"
+
+
+class Launcher:
+    """How this brokerd starts a server: in its sandbox (`sandboxed`), through its proxy when
+    it has `hosts`, under the sandbox's seccomp filter."""
+
+    def __init__(
+        self, host: Host, home: Home, *, sandboxed: bool, proxies: Mapping[str, HostsProxy]
+    ) -> None:
+        self._host = host
+        self._home = home
+        self._sandboxed = sandboxed
+        self._proxies = proxies
+        self._seccomp_written: str | None = None
+
+    def command(self, server: McpServer) -> tuple[list[str], Mapping[str, str]]:
+        """The argv that starts `server` (in its sandbox, unless brokerd runs unconfined) and
+        its environment: the SDK's stdio client's defaults, with the entry's own over them."""
+        from mcp.client.stdio import get_default_environment
+
+        program = mcp_sandbox.resolve_program(server.command[0], os.environ.get("PATH"))
+        if program is None:
+            raise StartFailed(f"{server.command[0]!r} is not an executable program here")
+        if not self._sandboxed:
+            argv, env = mcp_sandbox.unconfined(server, program)
+            return argv, get_default_environment() | dict(env)
+        if self._host.bwrap is None:
+            raise StartFailed("sandbox unavailable: bwrap not found (install bubblewrap)")
+        proxy = self._proxies.get(server.name)
+        root = mcp_sandbox.program_root(program)
+        where = str(proxy.path) if proxy is not None else None
+        argv = mcp_sandbox.command(self._host, server, program, root, proxy=where)
+        argv[0] = self._host.bwrap
+        argv = mcp_sandbox.launched(self._host, argv, self._seccomp_file())
+        return argv, get_default_environment()
+
+    def _seccomp_file(self) -> str | None:
+        """`{home}/run/mcp-seccomp.bpf`: the sandbox's filter (`core.seccomp`) for
+        `mcp_launch` to hand bwrap; written once. None when there is no filter."""
+        if not self._host.seccomp:
+            return None
+        path = self._home.run / "mcp-seccomp.bpf"
+        if self._seccomp_written is None:
+            write_atomically(path, self._host.seccomp, durable=False)  # OSError: StartFailed
+            self._seccomp_written = str(path)
+        return self._seccomp_written
+
+
+async def speak(
+    instance: Instance,
+    argv: list[str],
+    env: Mapping[str, str],
+    errlog: TextIO,
+    task_status: anyio.abc.TaskStatus[None],
+) -> None:
+    """The server started and listed through the SDK's ClientSession; then its calls are
+    brokerd's own JSON-RPC (`mcp_stdio`) until it is stopped or its output ends."""
+    from mcp import ClientSession
+
+    async with mcp_stdio.running(argv, env, errlog, instance.stop.set) as pipe:
+        with anyio.fail_after(START_S):
+            async with pipe.for_sdk() as streams, ClientSession(*streams) as session:
+                await session.initialize()
+                listed = await session.list_tools()
+        if pipe.ended is not None:
+            raise StartFailed(pipe.ended)
+        listing: dict[str, ToolDef] = {}
+        outputs: dict[str, str] = {}
+        for tool in listed.tools:
+            dumped = tool.model_dump(by_alias=True, exclude_none=True)
+            try:
+                found = tool_def(dumped)
+            except DefinitionError as error:
+                name = instance.server.name
+                log.warning("MCP server %s lists a broken tool: %s", name, error)
+                continue
+            listing[found.name] = found
+            if isinstance(dumped.get("outputSchema"), dict):
+                outputs[found.name] = canonical(dumped["outputSchema"])
+        instance.listing = listing
+        instance.outputs = outputs
+        instance.pipe = pipe
+        instance.listed = True
+        task_status.started()
+        await instance.stop.wait()
+
+
+def describe(error: BaseException) -> str:
+    """One line of what went wrong with a server (its start, its end, a call), at most 300
+    characters, for the log and the owner."""
+    if isinstance(error, BaseExceptionGroup):
+        return "; ".join(describe(inner) for inner in error.exceptions)
+    if isinstance(error, TimeoutError):
+        return f"no answer to initialize and tools/list within {START_S:g} s"
+    text = str(error) or type(error).__name__
+    return " ".join(text.split())[:300]
