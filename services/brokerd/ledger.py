@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import enum
 import fcntl
-import json
 import os
 import sqlite3
 import threading
@@ -28,7 +27,6 @@ from pathlib import Path
 from types import TracebackType
 
 from bxcore import witness as witnesses
-from bxcore.atomic import write_atomically
 from services.brokerd.core.records import (
     GENESIS,
     CallRecords,
@@ -42,6 +40,7 @@ from services.brokerd.core.records import (
     recovered,
 )
 from services.brokerd.index import INDEXED, START, Index, IndexError_, Mark, Where
+from services.brokerd.ledger_head import HEAD_FILE, read_confirmed, write_confirmed
 from services.brokerd.ledger_scan import (
     INDEX_ERRORS,
     LedgerUnavailable,
@@ -53,9 +52,15 @@ from services.brokerd.ledger_scan import (
 )
 from services.brokerd.verify import walk_fast
 
-__all__ = ["Ledger", "LedgerState", "LedgerUnavailable"]
+__all__ = [
+    "HEAD_FILE",
+    "INDEX_FILE",
+    "Ledger",
+    "LedgerState",
+    "LedgerUnavailable",
+    "read_confirmed",
+]
 
-HEAD_FILE = "head.json"
 INDEX_FILE = "index.sqlite3"
 
 
@@ -73,26 +78,6 @@ def _fsync_folder(folder: Path, fsync: Callable[[int], None]) -> None:
         fsync(fd)
     finally:
         os.close(fd)
-
-
-def read_confirmed(path: Path) -> Mark | None:
-    """brokerd's durable head, or None when there is none yet. ValueError when the file is
-    there but damaged (it is written whole, by rename, so that is not a crash)."""
-    try:
-        data = json.loads(path.read_bytes())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as error:
-        raise ValueError(f"cannot read {path}: {error}") from None
-    if (
-        not isinstance(data, dict)
-        or set(data) != {"seq", "hash", "size"}
-        or not all(type(data[k]) is int and data[k] >= 0 for k in ("seq", "size"))
-        or not isinstance(data["hash"], str)
-        or len(data["hash"]) != 64
-    ):
-        raise ValueError(f"{path} is damaged")
-    return Mark(Head(data["seq"], data["hash"]), data["size"])
 
 
 class Ledger:
@@ -483,10 +468,8 @@ class Ledger:
         self._write_mark(Mark(self._head, self._size))
 
     def _write_mark(self, mark: Mark) -> None:
-        """head.json, whole (temp, fsync, rename, fsync of the folder). It may lag the ledger
-        (a crash), never lead it: it is written only after the ledger's fsync."""
-        data = {"seq": mark.head.seq, "hash": mark.head.hash, "size": mark.size}
-        write_atomically(self.path.with_name(HEAD_FILE), json.dumps(data).encode())
+        """head.json (`ledger_head`), only after the ledger's fsync."""
+        write_confirmed(self.path.with_name(HEAD_FILE), mark)
         self._written = mark
 
     # --- appending ---------------------------------------------------------------------------
