@@ -1,24 +1,18 @@
 """The audit ledger's file (SPEC §7, I1, I8): `{home}/audit/ledger.jsonl`, append-only, with
-brokerd's own durable head and its index of calls beside it.
+brokerd's own durable head (`ledger_head`) and its index of calls beside it. Opening it and
+what a start decides are `ledger_start`'s; this module holds its state, writes and reads it.
 
 The only writer of `{home}/audit/`; the I/O shell around the pure `records`. It never returns
 before the fsync covering a record, never retries a failed fsync (it refuses until `reopen()`
-has re-read the file), and turns every OSError into `LedgerUnavailable`, here, once.
-
-Start does not grow with the ledger (issue 10): the index (`services.brokerd.index`) says up
-to which record it holds the calls, and only the records after it are read again. What brokerd
-has confirmed is kept in `head.json` (seq, hash, and the file's length through that line):
-a ledger that ends before it, or no longer holds it, was cut or rolled back, and is `broken`
-(every call `audit_unavailable`) until the owner accepts it as it is (`accept`); only a torn
-line after the last confirmed record is ever cut. The newest head the owner's side saw (the
-witness) is checked the same way.
+has re-read the file), and turns every OSError into `LedgerUnavailable`, here, once. A cut or
+rolled-back ledger is `broken` (every call `audit_unavailable`) until the owner accepts it as
+it is (`accept`); only a torn line after the last confirmed record is ever cut.
 """
 
 from __future__ import annotations
 
 import contextlib
 import enum
-import fcntl
 import os
 import sqlite3
 import threading
@@ -26,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from bxcore import witness as witnesses
+from services.brokerd import ledger_start
 from services.brokerd.core.records import (
     GENESIS,
     CallRecords,
@@ -39,7 +33,7 @@ from services.brokerd.core.records import (
     parse_line,
     recovered,
 )
-from services.brokerd.index import INDEXED, START, Index, IndexError_, Mark, Where
+from services.brokerd.index import INDEXED, START, Index, Mark, Where
 from services.brokerd.ledger_head import HEAD_FILE, read_confirmed, write_confirmed
 from services.brokerd.ledger_scan import (
     INDEX_ERRORS,
@@ -47,10 +41,9 @@ from services.brokerd.ledger_scan import (
     cause,
     mismatch,
     read_line_at,
-    scan,
     tail,
 )
-from services.brokerd.verify import walk_fast
+from services.brokerd.ledger_start import INDEX_FILE
 
 __all__ = [
     "HEAD_FILE",
@@ -61,8 +54,6 @@ __all__ = [
     "read_confirmed",
 ]
 
-INDEX_FILE = "index.sqlite3"
-
 
 class LedgerState(enum.StrEnum):
     OK = "ok"  # appends are written
@@ -70,14 +61,6 @@ class LedgerState(enum.StrEnum):
     FAILED = "failed"  # a write or fsync failed (or the file could not be opened): reopen()
     BROKEN = "broken"  # damaged, cut or rolled back: only the owner can mend it
     CLOSED = "closed"
-
-
-def _fsync_folder(folder: Path, fsync: Callable[[int], None]) -> None:
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class Ledger:
@@ -260,19 +243,6 @@ class Ledger:
                     os.close(fd)  # the writer's close also releases the flock
         self._fd = self._reader = None
 
-    def _open_index(self) -> Index:
-        path = self.path.with_name(INDEX_FILE)
-        try:
-            return Index(path)
-        except IndexError_:
-            for stale in (path, *(path.with_name(f"{INDEX_FILE}-{end}") for end in ("wal", "shm"))):
-                with contextlib.suppress(FileNotFoundError):
-                    stale.unlink()
-            try:
-                return Index(path)
-            except IndexError_:
-                return Index(None)  # kept in memory; a start reads the whole ledger again
-
     def _start(self, started: Mapping[str, object] | None, *, accept: bool) -> None:
         """Opening, from nothing known but the files (or, with `accept`, trusting neither
         head.json nor the witness: the owner took the ledger as it is)."""
@@ -280,7 +250,7 @@ class Ledger:
         self._unindexed.clear()  # what the index does not hold is read again below
         self._set(LedgerState.LOADING, "reading the ledger")
         try:
-            self._fd = self._open_file()
+            self._fd = ledger_start.open_file(self.path, self._fsync)
             self._reader = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
             size = os.fstat(self._fd).st_size
             confirmed = None if accept else read_confirmed(self.path.with_name(HEAD_FILE))
@@ -291,50 +261,22 @@ class Ledger:
             self._broken(str(e), None)
             return
         if self._index is None:
-            self._index = self._open_index()
+            self._index = ledger_start.open_index(self.path)
         index = self._index
         if accept:
             index.reset()
         try:
-            with open(self.path, "rb") as f:
-                if confirmed is not None:
-                    why = mismatch(f, size, confirmed, "the head brokerd confirmed")
-                    if why is not None:
-                        self._broken(why, confirmed)
-                        return
-                start = index.covered
-                stale = mismatch(f, size, start, "the head the index holds")
-                if stale is not None and confirmed is None and not accept:
-                    # The index held calls this file no longer has: it was cut or replaced.
-                    self._broken(stale, start)
-                    return
-                if stale is not None:
-                    index.reset()  # derived from what is gone: read the whole ledger again
-                    start = START
-                handover = walk_fast(f, start, size, None, None, on_line=index.add_line)
-                found = scan(f, index.add, start=handover)
-                try:
-                    seen = None if accept else self._newest_witness()
-                except witnesses.WitnessUnreadable as e:
-                    self._broken(str(e), START)  # never "no witness": the owner decides
-                    return
-                report = found.report
-                if report.ok or found.cut_why is not None:
-                    short = seen is not None and seen.head.seq > report.head.seq
-                    why = None
-                    if seen is not None and not short and seen.size:
-                        why = mismatch(f, size, seen, "the head the owner saw")
-                    if short and seen is not None:
-                        why = (
-                            f"the ledger ends at seq {report.head.seq}, before the head the "
-                            f"owner saw (seq {seen.head.seq}): cut or rewritten"
-                        )
-                    if why is not None:
-                        self._broken(why, seen)
-                        return
+            decided = ledger_start.decide(
+                self.path, size, index, confirmed, self._witness_paths, accept=accept
+            )
+            if isinstance(decided, ledger_start.Broken):
+                self._broken(decided.why, decided.short)
+                return
         except OSError as e:
             self._fail(f"cannot read {self.path}: {cause(e)}")
             return
+        found, start = decided.found, decided.start
+        report = found.report
         self._head, self._size, self._short = report.head, found.good_bytes, None
         self.read_at_start = report.head.seq - start.head.seq
         self._verified = report.ok or found.cut_why is not None
@@ -364,7 +306,7 @@ class Ledger:
         confirmed = Mark(self._head, self._size)
         self._close_fd()
         try:
-            self._fd = self._open_file()
+            self._fd = ledger_start.open_file(self.path, self._fsync)
             self._reader = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
             size = os.fstat(self._fd).st_size
             with open(self.path, "rb") as f:
@@ -386,37 +328,9 @@ class Ledger:
             with contextlib.suppress(LedgerUnavailable):
                 self._append(entries)
 
-    def _newest_witness(self) -> Mark | None:
-        """The newest head the owner saw (size 0 when it came without one); raises
-        `WitnessUnreadable`."""
-        seen = witnesses.newest(list(self._witness_paths))
-        if seen is None:
-            return None
-        return Mark(Head(seen.seq, seen.hash), seen.size or 0)
-
     def _broken(self, why: str, short: Mark | None, *, cuttable: bool = True) -> None:
         self._short = short if cuttable else None
         self._set(LedgerState.BROKEN, why)
-
-    def _open_file(self) -> int:
-        folder = self.path.parent
-        if not folder.is_dir():
-            folder.mkdir(mode=0o700, parents=True)
-            _fsync_folder(folder.parent, self._fsync)
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
-        existed = self.path.exists()
-        fd = os.open(self.path, flags, 0o600)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError as e:
-                raise OSError(e.errno, "another process holds the ledger open") from e
-            if not existed:
-                _fsync_folder(folder, self._fsync)
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
 
     def _fail(self, problem: str) -> None:
         self._set(LedgerState.FAILED, problem)
