@@ -1,6 +1,7 @@
 """The audit ledger's file (SPEC §7, I1, I8): `{home}/audit/ledger.jsonl`, append-only, with
 brokerd's own durable head (`ledger_head`) and its index of calls beside it. Opening it and
-what a start decides are `ledger_start`'s; this module holds its state, writes and reads it.
+what a start decides are `ledger_start`'s, reading records back `ledger_scan`'s; this module
+holds its state, appends, and answers from its index.
 
 The only writer of `{home}/audit/`; the I/O shell around the pure `records`. It never returns
 before the fsync covering a record, never retries a failed fsync (it refuses until `reopen()`
@@ -30,7 +31,6 @@ from services.brokerd.core.records import (
     build_record,
     format_at,
     line_hash,
-    parse_line,
     recovered,
 )
 from services.brokerd.index import INDEXED, START, Index, Mark, Where
@@ -40,7 +40,8 @@ from services.brokerd.ledger_scan import (
     LedgerUnavailable,
     cause,
     mismatch,
-    read_line_at,
+    read_call,
+    read_job,
     tail,
 )
 from services.brokerd.ledger_start import INDEX_FILE
@@ -493,26 +494,11 @@ class Ledger:
         if self._reader is None:
             raise LedgerUnavailable(f"the ledger is {self._state}: {self._problem or 'closed'}")
         with os.fdopen(os.dup(self._reader), "rb") as f:
-
-            def at(offset: int | None) -> Record | None:
-                if offset is None:
-                    return None
-                record = parse_line(read_line_at(f, offset))
-                if isinstance(record, str):  # the file changed under the index
-                    why = (
-                        f"the record at byte {offset} is damaged ({record}): run bxctl audit verify"
-                    )
-                    self._broken(why, None, cuttable=False)
-                    raise LedgerUnavailable(why)
-                return record
-
-            decision = at(where.decision)
-            assert decision is not None
-            if key is not None and (decision.get("session"), decision.get("call")) != key:
-                why = f"the record at byte {where.decision} is not the decision the index names"
-                self._broken(why, None, cuttable=False)
-                raise LedgerUnavailable(why)
-            return CallRecords(decision, at(where.verdict), at(where.executed))
+            found = read_call(f, where, key)
+        if isinstance(found, str):
+            self._broken(found, None, cuttable=False)
+            raise LedgerUnavailable(found)
+        return found
 
     def job_records(self, job: str, runs: int, run: int | None = None) -> list[Record]:
         """The `job_started` and `job_ended` records of `job`'s last `runs` runs (or of run
@@ -525,13 +511,10 @@ class Ledger:
             found = index.job_runs(job, runs) if run is None else [index.job_run(job, run)]
             offsets = [offset for pair in found for offset in pair if offset is not None]
             with os.fdopen(os.dup(self._reader), "rb") as f:
-                records = [parse_line(read_line_at(f, offset)) for offset in offsets]
-        for offset, record in zip(offsets, records, strict=True):
-            if isinstance(record, str) or record.get("job") != job:
-                raise LedgerUnavailable(
-                    f"the record at byte {offset} is not the job record the index names"
-                )
-        return [record for record in records if not isinstance(record, str)]
+                records = read_job(f, job, offsets)
+        if isinstance(records, str):
+            raise LedgerUnavailable(records)
+        return records
 
     def tail(self, n: int, session: str | None = None) -> list[Record]:
         """The last `n` records, oldest first; with `session`, only that session's

@@ -1,10 +1,11 @@
 """Reading the ledger's file (SPEC §7): its lines from any point, a chain walk from a record it
-trusts (`scan`: every line parsed; `verify` walks faster), one line found by where it ends,
-the last records (`tail`); the ledger's one error, `LedgerUnavailable`, and the index's errors
-made into it (`INDEX_ERRORS`).
+trusts (`scan`: every line parsed; `verify` walks faster), one line found by where it ends, a
+call's or a job's records read back where the index says (`read_call`, `read_job`), the last
+records (`tail`); the ledger's one error, `LedgerUnavailable`, and the index's errors made into
+it (`INDEX_ERRORS`).
 
-Reads only; turns nothing into records but through `services.brokerd.core.chain`. Never holds more
-than MAX_LINE_BYTES + 1 bytes of one line.
+Reads only; turns nothing into records but through `services.brokerd.core` (`chain`,
+`records.parse_line`). Never holds more than MAX_LINE_BYTES + 1 bytes of one line.
 """
 
 from __future__ import annotations
@@ -20,8 +21,15 @@ from typing import BinaryIO
 
 from bxcore.witness import line_ending_at
 from services.brokerd.core.chain import ChainCheck, ChainReport
-from services.brokerd.core.records import MAX_LINE_BYTES, Head, Record, line_hash
-from services.brokerd.index import START, Mark
+from services.brokerd.core.records import (
+    MAX_LINE_BYTES,
+    CallRecords,
+    Head,
+    Record,
+    line_hash,
+    parse_line,
+)
+from services.brokerd.index import START, Mark, Where
 
 _BLOCK = 64 * 1024
 
@@ -148,6 +156,40 @@ def read_line_at(f: BinaryIO, offset: int) -> bytes:
     """The line that starts at `offset`, without its newline."""
     f.seek(offset)
     return f.readline(MAX_LINE_BYTES + 1).rstrip(b"\n")
+
+
+def read_call(f: BinaryIO, where: Where, key: tuple[str, str] | None) -> CallRecords | str:
+    """The call's records, read back at the offsets the index gave (I8), or why not, in one
+    line: a record that is not one (or, with `key`, not that call's) means the file changed
+    under the index."""
+    decision = _record_at(f, where.decision)
+    if isinstance(decision, str):
+        return decision
+    if key is not None and (decision.get("session"), decision.get("call")) != key:
+        return f"the record at byte {where.decision} is not the decision the index names"
+    verdict = None if where.verdict is None else _record_at(f, where.verdict)
+    if isinstance(verdict, str):
+        return verdict
+    executed = None if where.executed is None else _record_at(f, where.executed)
+    if isinstance(executed, str):
+        return executed
+    return CallRecords(decision, verdict, executed)
+
+
+def _record_at(f: BinaryIO, offset: int) -> Record | str:
+    record = parse_line(read_line_at(f, offset))
+    if isinstance(record, str):  # the file changed under the index
+        return f"the record at byte {offset} is damaged ({record}): run bxctl audit verify"
+    return record
+
+
+def read_job(f: BinaryIO, job: str, offsets: list[int]) -> list[Record] | str:
+    """`job`'s records, read back at the offsets the index gave, or why not, in one line."""
+    records = [parse_line(read_line_at(f, offset)) for offset in offsets]
+    for offset, record in zip(offsets, records, strict=True):
+        if isinstance(record, str) or record.get("job") != job:
+            return f"the record at byte {offset} is not the job record the index names"
+    return [record for record in records if not isinstance(record, str)]
 
 
 def lines_backwards(f: BinaryIO, size: int) -> Iterator[bytes]:
