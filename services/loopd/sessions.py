@@ -16,7 +16,8 @@ from bxcore.home import Home
 from bxcore.ids import valid_session
 from bxcore.messages import TurnEvent
 from services.loopd.cache import Cache
-from services.loopd.history import SessionLog, outline, read_events
+from services.loopd.history import SessionLog
+from services.loopd.history_scan import outline, read_events
 from services.loopd.usage import Tally
 
 # Measured with tracemalloc on histories of 0 to 100 tool calls: a loaded history takes 1.4 to

@@ -3,8 +3,8 @@ one, and what comes back is what the model reads next; until it answers without 
 `max_steps` is reached. Every step is in the session's history before the next begins, so a
 turn cut off by a crash resumes where it was, re-sending open calls with their ids (§10.6).
 The model is offered the built-in tools and the MCP tools brokerd decides now, asked once at
-the turn's start (§18.4); a brokerd that does not answer within `TOOLS_WAIT_S` leaves the list
-it gave last (brokerd decides every call anyway), and is not asked again for `TOOLS_QUIET_S`.
+the turn's start (§18.4). How brokerd is asked, and how long it is waited for, is
+`broker_link`'s.
 
 The owner may stop a running turn (`cancel`, §12.2): its model request or its wait on brokerd
 is abandoned, every call left without a result reads `CANCELLED_RESULT`, and the turn, and
@@ -19,42 +19,30 @@ from __future__ import annotations
 
 import datetime
 import logging
-import secrets
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
 
 import anyio
 
 from bxcore import wire
-from bxcore.client import Client, ProtocolError, Unreachable
+from bxcore.client import Client
 from bxcore.config import Config
 from bxcore.deny import DenyReason
 from bxcore.ids import MAX_TOOL_NAME, byte_length_between, descends, parent_of_sub, valid_session
 from bxcore.messages import (
-    Absorb,
     AssistantText,
-    AwaitApproval,
     Denied,
     Done,
     EndReason,
-    Error,
     Event,
     Failed,
-    Outcome,
     OwnerSaid,
-    Pending,
-    State,
     ToolCalled,
     ToolDenied,
     ToolDone,
     ToolPending,
-    ToolRequest,
-    ToolResponse,
-    Tools,
-    ToolsQuery,
     TurnEnd,
     TurnError,
     TurnEvent,
@@ -62,6 +50,7 @@ from bxcore.messages import (
 )
 from bxcore.tools import BROKERED, SPAWN
 from services.loopd.ask import ask_model
+from services.loopd.broker_link import BrokerGone, BrokerLink
 from services.loopd.history import (
     Call,
     ModelReply,
@@ -72,7 +61,6 @@ from services.loopd.history import (
     encode,
 )
 from services.loopd.model import Model, ModelError, Offer
-from services.loopd.schemas import mcp_tools
 from services.loopd.tools import (
     CANCELLED_RESULT,
     CallResult,
@@ -89,11 +77,7 @@ from services.loopd.usage import BUDGET_RESULT, Meter, Tally
 
 log = logging.getLogger("loopd")
 
-WAIT_MS = 30_000  # one long poll for an approval (§9.3)
-TOO_LARGE = "invalid argument shape: the arguments are too large to send to the broker"
 CANCEL_WAIT_S = 10.0  # how long `cancel` waits for a stopped turn to write its end
-TOOLS_WAIT_S = 2.0  # how long a turn waits for brokerd's MCP tools before asking the model
-TOOLS_QUIET_S = 30.0  # after brokerd did not answer it, how long turns use the last list
 
 
 @dataclass(eq=False)
@@ -132,18 +116,13 @@ class Turns:
     ) -> None:
         self.config = config
         self.model = model
-        self._broker = broker
+        self.brokerd = BrokerLink(config, broker, clock)
         self._held = held  # a session's history, kept loaded while the context lasts
         self._publish = publish
         self._has_history = has_history  # a session that exists, on disk or in memory
-        longest = max(config.sandbox.shell_timeout_s, config.sandbox.fetch_timeout_s)
-        self._call_tries = int(longest // 10) + 4  # a retry joins the call in flight (I8)
         self._running: dict[str, Running] = {}  # session -> its turn being run now
-        self._clock = clock
         cap = config.loop.max_tokens_per_day
         self.meter = meter if meter is not None else Meter(Tally(datetime.UTC), cap)
-        self._mcp_known: list[Offer] = []  # the MCP tools brokerd offered last
-        self._mcp_quiet_until = -float("inf")  # brokerd did not answer: not asked until then
 
     def __repr__(self) -> str:
         return f"Turns(model={type(self.model).__name__}, {len(self._running)} running)"
@@ -241,7 +220,7 @@ class Turns:
                     self._end(session, turn, EndReason.MAX_STEPS)
                     return session.last_text(turn)
                 if tools is None:
-                    tools = [*builtins, *await self._mcp_tools()]
+                    tools = [*builtins, *await self.brokerd.mcp_tools()]
                 asked = session.transcript(turn)
                 try:
                     reply = await ask_model(self.model, self.config.model, system, asked, tools)
@@ -313,7 +292,11 @@ class Turns:
             if tool == "?":  # no tool has such a name, and the wire cannot carry it
                 outcome: FinalOutcome = Denied(DenyReason.UNKNOWN_TOOL)
             else:
-                outcome = await self._broker_call(session, turn, call)
+                outcome = await self.brokerd.call(
+                    session.session,
+                    call,
+                    lambda approval: self.emit(session, turn, ToolPending(call.name, approval)),
+                )
             self._tell_owner(session, turn, tool, outcome)
             result = result_of(outcome)
         session.append(ToolResultRecord(turn, call.id, result.content))
@@ -327,61 +310,6 @@ class Turns:
             self.emit(session, turn, ToolDenied(tool, outcome.reason))
         elif isinstance(outcome, Failed):
             self.emit(session, turn, TurnError(short(f"{tool}: {outcome.message}")))
-
-    async def _broker_call(self, session: SessionLog, turn: int, call: Call) -> FinalOutcome:
-        request = ToolRequest(_rid(), session.session, call.id, call.name, call.arguments)
-        if len(wire.encode(request)) > wire.MAX_MESSAGE:  # brokerd would never receive it
-            return Denied(DenyReason.INVALID_ARGUMENTS, TOO_LARGE)
-        client = self._broker()
-        try:
-            answer = await self._ask(client, request)
-            while isinstance(answer, Pending):
-                self.emit(session, turn, ToolPending(call.name, answer.approval))
-                answer = await self._wait(client, session.session, answer.approval)
-            return answer
-        finally:
-            client.close()
-
-    async def _wait(self, client: Client, session: str, approval: str) -> FinalOutcome:
-        """Long-poll until the approval settles and the call is answered."""
-        while True:
-            answer = await self._ask(client, AwaitApproval(_rid(), session, approval, WAIT_MS))
-            if not isinstance(answer, Pending):
-                return answer
-
-    async def _ask(self, client: Client, request: Any) -> Outcome:
-        wait = WAIT_MS / 1000 + 10 if isinstance(request, AwaitApproval) else 10.0
-        try:
-            answer = await client.request(request, timeout=wait, tries=self._call_tries)
-        except (Unreachable, ProtocolError) as error:
-            raise BrokerGone(f"brokerd is not reachable, so the turn stops: {error}") from None
-        if isinstance(answer, ToolResponse):
-            return answer.outcome
-        if isinstance(answer, Error):
-            return Failed(f"brokerd refused the request: {answer.message}")
-        return Failed(f"brokerd answered {type(answer).__name__}")
-
-    async def _mcp_tools(self) -> list[Offer]:
-        """The MCP tools brokerd decides now (§18.4); none when it does not take the question
-        (its refusal is logged); the last list when it does not answer (a brokerd restarting,
-        or none at all: the turn goes on, and every call is still brokerd's to decide)."""
-        if self._clock() < self._mcp_quiet_until:
-            return self._mcp_known
-        client = self._broker()
-        try:
-            answer = await client.request(ToolsQuery(_rid()), timeout=TOOLS_WAIT_S, tries=1)
-        except (Unreachable, ProtocolError) as error:
-            log.warning("offering the MCP tools brokerd listed last: %s", error)
-            self._mcp_quiet_until = self._clock() + TOOLS_QUIET_S
-            return self._mcp_known
-        finally:
-            client.close()
-        if not isinstance(answer, Tools):
-            log.warning("brokerd offered no MCP tools: it answered %r", answer)
-            self._mcp_known = []
-        else:
-            self._mcp_known = [*mcp_tools(answer.tools)]
-        return self._mcp_known
 
     async def _spawn(self, parent: SessionLog, turn: int, call: Call, depth: int) -> CallResult:
         """A sub-agent's turn; its answer reaches the parent only after `absorb` (§6.4)."""
@@ -407,14 +335,7 @@ class Turns:
             text = child.last_text(1) if ran else await self.run(child, 1, max_tokens=left)
             failure = child.failure(1)
             stopped = child.stopped(1)
-        client = self._broker()
-        try:
-            absorbed = await client.request(Absorb(_rid(), parent.session, child_id), tries=6)
-        except (Unreachable, ProtocolError) as error:
-            raise BrokerGone(f"brokerd is not reachable, so the turn stops: {error}") from None
-        finally:
-            client.close()
-        if not isinstance(absorbed, State):
+        if not await self.brokerd.absorb(parent.session, child_id):
             return failed("the sub-agent's label could not be taken on, so its answer is held.")
         if stopped:
             return failed("the owner stopped the sub-agent before it answered.")
@@ -454,11 +375,3 @@ class Turns:
                 return child
             n += 1
         return None
-
-
-class BrokerGone(Exception):
-    """brokerd did not answer at all: the turn cannot go on."""
-
-
-def _rid() -> str:
-    return f"l-{secrets.token_hex(8)}"

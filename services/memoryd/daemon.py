@@ -39,7 +39,8 @@ from bxcore.sockets import MemoryAnswer, MemoryRequest
 from bxcore.tools import ToolName
 from services.memoryd import arguments
 from services.memoryd.arguments import ArgumentsError, Forget, Recall
-from services.memoryd.store import Answer, CallReused, Store, StoreError
+from services.memoryd.recall import Answer
+from services.memoryd.store import CallReused, Store, StoreError
 
 log = logging.getLogger("memoryd")
 

@@ -7,32 +7,28 @@ store), not only of those it returns: "no notes match" tells about the notes too
 one that is not there (issue 14). `note` and `forget` remember their answer by (session, call)
 in the same transaction (I8).
 No clock for data (`now_ms` is given); every operation is bounded by `QUERY_S` and `BUSY_S`.
+What a query's words become and how a recall's answer reads are `recall`'s.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 import stat
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
 from bxcore.clock import rfc3339
 from bxcore.labels import CLEAN, DataClass, Label
+from services.memoryd.recall import Answer, match_expression, render_recall, store_label
 
 RECALL_LIMIT = 10
-MAX_OUTPUT = 1024 * 1024  # bytes of UTF-8, as the toolkit cuts its output (§8.2)
-MAX_QUERY_WORDS = 64  # more words than this in a query are ignored
 BUSY_S = 2.0  # how long a statement waits for a lock held by another connection
 QUERY_S = 2.0  # how long one operation may run before SQLite interrupts it
 SCHEMA_VERSION = 1
-INDENT = "  "  # a note's second and later lines start with it: only a note starts with `#`
-
-_WORD = re.compile(r"[^\W_]+")  # letters and digits: what FTS5's unicode61 keeps as a token
 
 _SCHEMA = (
     """CREATE TABLE notes (
@@ -95,15 +91,6 @@ class CallReused(StoreError):
 
 
 @dataclass(frozen=True, slots=True)
-class Answer:
-    """What the model reads (`output`, `ok`) and the label the output carries."""
-
-    ok: bool
-    output: str
-    label: Label
-
-
-@dataclass(frozen=True, slots=True)
 class Remembered:
     """The answer a call got the first time, and the arguments it came with."""
 
@@ -119,64 +106,6 @@ class StoredNote:
     text: str
     label: Label
     created: str
-
-
-# --- pure: the query and the output ----------------------------------------------------------
-
-
-def match_expression(query: str) -> str | None:
-    """An FTS5 expression that finds notes holding any word of `query`, or None when it has
-    none. Each word is quoted, so no FTS5 syntax in the query (`"`, `*`, `NEAR(`, `AND`, `:`)
-    is ever read as such: it is plain words or nothing."""
-    words = list(dict.fromkeys(_WORD.findall(query)))[:MAX_QUERY_WORDS]
-    if not words:
-        return None
-    return " OR ".join('"' + word.replace('"', '""') + '"' for word in words)
-
-
-def render_note(note_id: int, text: str) -> str:
-    """`#{id} {text}`; a line break inside the text starts a line indented by `INDENT`, so a
-    note's text can never pose as another note."""
-    lines = text.splitlines() or [""]
-    return f"#{note_id} " + "\n".join([lines[0], *(INDENT + line for line in lines[1:])])
-
-
-def store_label(secret: bool, private: bool, untrusted: bool) -> Label:
-    """The join of every note's label, from whether any note is secret, private, untrusted.
-    An empty store is public and trusted."""
-    class_ = DataClass.SECRET if secret else DataClass.PRIVATE if private else DataClass.PUBLIC
-    return Label(class_, untrusted)
-
-
-def render_recall(notes: Sequence[tuple[int, str, Label]], searched: Label) -> Answer:
-    """The answer to a recall of `notes` (id, text, label), best first, among notes whose
-    labels join to `searched`. The label is `searched` joined with every note given, shown or
-    cut, whatever matched: that nothing matched says something about the notes that did not.
-    The output stops at `MAX_OUTPUT` bytes and says so."""
-    if not notes:
-        return Answer(True, "no notes match", searched)
-    label = searched
-    for _, _, each in notes:
-        label = label.join(each)
-    kept: list[str] = []
-    room = MAX_OUTPUT
-    for shown, (note_id, text, _) in enumerate(notes):
-        line = render_note(note_id, text)
-        size = len(line.encode("utf-8")) + (1 if kept else 0)
-        if size <= room:
-            kept.append(line)
-            room -= size
-            continue
-        cut = line.encode("utf-8")[: max(room - 1, 0)].decode("utf-8", "ignore")
-        if cut:
-            kept.append(cut)
-        left = len(notes) - shown - (1 if cut else 0)
-        kept.append(f"[output cut at {MAX_OUTPUT} bytes; {left} more notes not shown]")
-        break
-    return Answer(True, "\n".join(kept), label)
-
-
-# --- the file ---------------------------------------------------------------------------------
 
 
 class Store:

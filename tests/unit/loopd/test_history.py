@@ -1,4 +1,4 @@
-"""A history's outline (`services.loopd.history.outline`), what loopd's start reads of every
+"""A history's outline (`services.loopd.history_scan.outline`), what loopd's start reads of every
 history: read from a few lines, it says what loading the whole file says, and a file it cannot
 read so is loaded whole (and cut where it is torn)."""
 
@@ -18,8 +18,8 @@ from services.loopd.history import (
     SessionLog,
     Spawned,
     ToolResultRecord,
-    outline,
 )
+from services.loopd.history_scan import outline
 
 
 def turn(log: SessionLog, *, ended: bool = True, spawn: str | None = None) -> None:

@@ -16,8 +16,8 @@ from services.loopd.history import (
     RecordTooLarge,
     SessionLog,
     encode,
-    read_events,
 )
+from services.loopd.history_scan import read_events
 
 
 def written(path: Path) -> SessionLog:

@@ -33,10 +33,11 @@ from bxcore.messages import (
 )
 from bxcore.tools import BROKERED, SPAWN
 from services.loopd import anthropic, openai
+from services.loopd.broker_link import TOOLS_QUIET_S
 from services.loopd.model import McpTool, Message, Offer, Reply, ToolCall, ToolResult
 from services.loopd.schemas import mcp_tools
 from services.loopd.sessions import Sessions
-from services.loopd.turn import TOOLS_QUIET_S, Turns
+from services.loopd.turn import Turns
 
 pytestmark = pytest.mark.anyio
 
@@ -177,7 +178,7 @@ async def test_a_brokerd_that_does_not_answer_leaves_the_last_list_and_is_left_q
 ) -> None:
     box = Box(tmp_path, Broker((READ,)))
     now = [100.0]
-    box.turns._clock = lambda: now[0]
+    box.turns.brokerd._clock = lambda: now[0]
     await box.turn("s", "read my mail")
     box.broker.gone = True
     assert await box.turn("s", "again") == ""  # the call itself finds brokerd gone

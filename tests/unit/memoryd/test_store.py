@@ -14,20 +14,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bxcore.labels import CLEAN, DataClass, Label
+from services.memoryd import recall as recall_module
 from services.memoryd import store as store_module
-from services.memoryd.store import (
+from services.memoryd.recall import (
     INDENT,
     MAX_OUTPUT,
-    RECALL_LIMIT,
     Answer,
-    CallReused,
-    Store,
-    StoreError,
     match_expression,
     render_note,
     render_recall,
     store_label,
 )
+from services.memoryd.store import RECALL_LIMIT, CallReused, Store, StoreError
 
 PUBLIC = Label(DataClass.PUBLIC, False)
 PRIVATE = Label(DataClass.PRIVATE, False)
@@ -350,7 +348,7 @@ def test_a_query_expression_quotes_each_word() -> None:
     assert match_expression("w " * 1000) == '"w"'
     many = " ".join(f"w{n}" for n in range(1000))
     expression = match_expression(many)
-    assert expression is not None and expression.count(" OR ") == store_module.MAX_QUERY_WORDS - 1
+    assert expression is not None and expression.count(" OR ") == recall_module.MAX_QUERY_WORDS - 1
 
 
 @settings(

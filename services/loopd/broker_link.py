@@ -1,0 +1,140 @@
+"""What a turn asks brokerd (SPEC §9.3, §18.4, §6.4): each tool call, sent as `tool_request` and
+long-polled with `await_approval` while its approval is pending; the MCP tools brokerd decides
+now, the list it gave last kept while it does not answer; a sub-agent's label taken on by its
+parent (`absorb`). It decides nothing and writes no history: the turn records what comes back.
+A brokerd that does not answer at all is `BrokerGone`, and the turn stops.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bxcore import wire
+from bxcore.client import Client, ProtocolError, Unreachable
+from bxcore.config import Config
+from bxcore.deny import DenyReason
+from bxcore.messages import (
+    Absorb,
+    AwaitApproval,
+    Denied,
+    Error,
+    Failed,
+    Outcome,
+    Pending,
+    State,
+    ToolRequest,
+    ToolResponse,
+    Tools,
+    ToolsQuery,
+)
+from services.loopd.history import Call
+from services.loopd.model import Offer
+from services.loopd.schemas import mcp_tools
+from services.loopd.tools import FinalOutcome
+
+log = logging.getLogger("loopd")
+
+WAIT_MS = 30_000  # one long poll for an approval (§9.3)
+TOO_LARGE = "invalid argument shape: the arguments are too large to send to the broker"
+TOOLS_WAIT_S = 2.0  # how long a turn waits for brokerd's MCP tools before asking the model
+TOOLS_QUIET_S = 30.0  # after brokerd did not answer it, how long turns use the last list
+
+
+class BrokerGone(Exception):
+    """brokerd did not answer at all: the turn cannot go on."""
+
+
+class BrokerLink:
+    """A turn's questions to brokerd, each on a fresh client from `broker`."""
+
+    def __init__(
+        self,
+        config: Config,
+        broker: Callable[[], Client],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._broker = broker
+        longest = max(config.sandbox.shell_timeout_s, config.sandbox.fetch_timeout_s)
+        self._call_tries = int(longest // 10) + 4  # a retry joins the call in flight (I8)
+        self._clock = clock
+        self._mcp_known: list[Offer] = []  # the MCP tools brokerd offered last
+        self._mcp_quiet_until = -float("inf")  # brokerd did not answer: not asked until then
+
+    def __repr__(self) -> str:
+        return f"BrokerLink({len(self._mcp_known)} MCP tools known)"
+
+    async def call(self, session: str, call: Call, pending: Callable[[str], None]) -> FinalOutcome:
+        """One tool call, asked until it is answered; `pending` is told each approval it
+        waits on."""
+        request = ToolRequest(_rid(), session, call.id, call.name, call.arguments)
+        if len(wire.encode(request)) > wire.MAX_MESSAGE:  # brokerd would never receive it
+            return Denied(DenyReason.INVALID_ARGUMENTS, TOO_LARGE)
+        client = self._broker()
+        try:
+            answer = await self._ask(client, request)
+            while isinstance(answer, Pending):
+                pending(answer.approval)
+                answer = await self._wait(client, session, answer.approval)
+            return answer
+        finally:
+            client.close()
+
+    async def _wait(self, client: Client, session: str, approval: str) -> FinalOutcome:
+        """Long-poll until the approval settles and the call is answered."""
+        while True:
+            answer = await self._ask(client, AwaitApproval(_rid(), session, approval, WAIT_MS))
+            if not isinstance(answer, Pending):
+                return answer
+
+    async def _ask(self, client: Client, request: Any) -> Outcome:
+        wait = WAIT_MS / 1000 + 10 if isinstance(request, AwaitApproval) else 10.0
+        try:
+            answer = await client.request(request, timeout=wait, tries=self._call_tries)
+        except (Unreachable, ProtocolError) as error:
+            raise BrokerGone(f"brokerd is not reachable, so the turn stops: {error}") from None
+        if isinstance(answer, ToolResponse):
+            return answer.outcome
+        if isinstance(answer, Error):
+            return Failed(f"brokerd refused the request: {answer.message}")
+        return Failed(f"brokerd answered {type(answer).__name__}")
+
+    async def mcp_tools(self) -> list[Offer]:
+        """The MCP tools brokerd decides now (§18.4); none when it does not take the question
+        (its refusal is logged); the last list when it does not answer (a brokerd restarting,
+        or none at all: the turn goes on, and every call is still brokerd's to decide)."""
+        if self._clock() < self._mcp_quiet_until:
+            return self._mcp_known
+        client = self._broker()
+        try:
+            answer = await client.request(ToolsQuery(_rid()), timeout=TOOLS_WAIT_S, tries=1)
+        except (Unreachable, ProtocolError) as error:
+            log.warning("offering the MCP tools brokerd listed last: %s", error)
+            self._mcp_quiet_until = self._clock() + TOOLS_QUIET_S
+            return self._mcp_known
+        finally:
+            client.close()
+        if not isinstance(answer, Tools):
+            log.warning("brokerd offered no MCP tools: it answered %r", answer)
+            self._mcp_known = []
+        else:
+            self._mcp_known = [*mcp_tools(answer.tools)]
+        return self._mcp_known
+
+    async def absorb(self, parent: str, child: str) -> bool:
+        """Whether brokerd took a sub-agent's label on into its parent's (§6.4)."""
+        client = self._broker()
+        try:
+            absorbed = await client.request(Absorb(_rid(), parent, child), tries=6)
+        except (Unreachable, ProtocolError) as error:
+            raise BrokerGone(f"brokerd is not reachable, so the turn stops: {error}") from None
+        finally:
+            client.close()
+        return isinstance(absorbed, State)
+
+
+def _rid() -> str:
+    return f"l-{secrets.token_hex(8)}"
