@@ -125,12 +125,16 @@ class Daemon:
         return self.process.returncode
 
 
-def start(name: str, home: Path, env: Mapping[str, str] | None = None) -> Daemon:
-    """Start `name` as a real process, in its own process group, logging to a file."""
+def start(
+    name: str, home: Path, env: Mapping[str, str] | None = None, prefix: tuple[str, ...] = ()
+) -> Daemon:
+    """Start `name` as a real process, in its own process group, logging to a file; `prefix`:
+    a program that sets the process up and execs the rest (`unshare …`), so that the pid is
+    the daemon's."""
     log = home / f"test-{name}.log"
     with open(log, "ab") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", f"services.{name}", "--home", str(home)],
+            [*prefix, sys.executable, "-m", f"services.{name}", "--home", str(home)],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -141,8 +145,10 @@ def start(name: str, home: Path, env: Mapping[str, str] | None = None) -> Daemon
 
 
 @contextlib.contextmanager
-def running(name: str, home: Path, env: Mapping[str, str] | None = None) -> Iterator[Daemon]:
-    daemon = start(name, home, env)
+def running(
+    name: str, home: Path, env: Mapping[str, str] | None = None, prefix: tuple[str, ...] = ()
+) -> Iterator[Daemon]:
+    daemon = start(name, home, env, prefix)
     try:
         daemon.wait_ready()
         yield daemon
