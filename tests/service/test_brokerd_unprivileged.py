@@ -18,8 +18,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -29,9 +27,9 @@ import psutil
 import pytest
 
 from bxcore.messages import Done, ToolRequest, ToolResponse
+from tests.support.brokerd import check_memory_limit, short_folder
 from tests.support.daemons import Daemon, init_home, running
 
-PYTHON = os.path.realpath(sys.executable)  # the interpreter the sandbox binds for the toolkit
 AS_USER = ("unshare", "--user", "--map-user=1000", "--map-group=1000")
 #: How brokerd is started: in a namespace of its own when the tests are root; as it is else.
 PREFIX = AS_USER if os.geteuid() == 0 else ()
@@ -76,8 +74,7 @@ def box() -> Iterator[Box]:
     why = _cannot()
     if why is not None:
         pytest.skip(why)
-    root = Path(tempfile.mkdtemp(prefix="bxu-", dir="/tmp"))
-    try:
+    with short_folder() as root:
         home = init_home(root / "h", "[sandbox]\nmemory_mb = 256\n")
         for starter in (home / "grants").glob("workspace-*.toml"):
             starter.unlink()
@@ -90,8 +87,6 @@ def box() -> Iterator[Box]:
         (root / "o" / "secret.txt").write_text("OTHER FOLDER SECRET\n")
         with running("brokerd", home, prefix=PREFIX) as brokerd:
             yield Box(root, brokerd)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_brokerd_runs_as_another_user_with_no_capability(box: Box) -> None:
@@ -135,10 +130,7 @@ def test_writes_outside_the_grant_never_reach_the_host(box: Box) -> None:
 
 
 def test_a_memory_hog_is_stopped_by_the_limits_brokerd_set(box: Box) -> None:
-    hog = f"{PYTHON} -I -S -c 'bytearray(512 * 1024 * 1024)'"
-    small = f"{PYTHON} -I -S -c 'bytearray(32 * 1024 * 1024)'"
-    assert "MemoryError" in box.shell(hog)
-    assert box.shell(small) == "[exit status 0]"
+    check_memory_limit(box.shell)
 
 
 def test_what_a_shell_leaves_running_is_ended_with_it(box: Box) -> None:

@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -28,6 +30,16 @@ from bxcore.messages import LedgerHead, ToolRequest
 from tests.support.daemons import CURVE_SERVER, Daemon
 
 SEND_TIMEOUT_MS = 5_000
+PYTHON = os.path.realpath(sys.executable)  # the interpreter the sandbox binds for the toolkit
+
+
+def check_memory_limit(shell: Callable[[str], str]) -> None:
+    """`shell` (a command's output, run in a sandbox of a brokerd whose `[sandbox] memory_mb`
+    is 256): a Python asking for 512 MiB is stopped, one asking for 32 MiB ends well."""
+    hog = f"{PYTHON} -I -S -c 'bytearray(512 * 1024 * 1024)'"
+    small = f"{PYTHON} -I -S -c 'bytearray(32 * 1024 * 1024)'"
+    assert "MemoryError" in shell(hog)
+    assert shell(small) == "[exit status 0]"
 
 
 @contextlib.contextmanager
