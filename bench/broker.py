@@ -5,7 +5,7 @@ concurrent clients, each against two floors measured in the same run: the bare f
 ZeroMQ round trip plus a bare append+fsync, I/O only) and the Python floor (the simplest Python
 program doing the same work, `bench.python_floor`), driven by the same client code as brokerd;
 and, for the rate, the chained floor (the same program keeping the ledger's hash chain and
-index of calls, as brokerd must), the most brokerd's rate could be on this machine.
+index of calls, as brokerd must): what the ledger's rules alone leave of the floor's rate.
 toolcall: an allowed read_file end to end, against bare bwrap plus bare `python -I -S`, and
 an allowed shell running `cat FILE` on the same file, against read_file (issue 15).
 """
@@ -74,8 +74,12 @@ def decision(repeat: int = 2000, seconds: float = 3.0, warmup: int = 100) -> Non
                 Clients(floor_endpoint, CLIENTS) as python_load,
                 Clients(chained_endpoint, CLIENTS) as chained_load,
             ):
-                runs = {"ours": ours_load.run, "python": python_load.run}
-                rates = alternated(runs | {"chained": chained_load.run}, seconds)
+                runs = {
+                    "ours": ours_load.run,
+                    "python": python_load.run,
+                    "chained": chained_load.run,
+                }
+                rates = alternated(runs, seconds)
         zmq_rt, fsync, python_rt, ours = (
             summary(samples[k]) for k in ("zmq", "fsync", "python", "ours")
         )
@@ -89,7 +93,7 @@ def decision(repeat: int = 2000, seconds: float = 3.0, warmup: int = 100) -> Non
     print(f"  {CLIENTS} clients, durable decisions/s: Python floor {python_rate:,.0f}")
     print(
         f"  {CLIENTS} clients, durable decisions/s: chained floor {chained_rate:,.0f}"
-        f" ({chained_rate / python_rate:.2f} of the Python floor's: brokerd's most)"
+        f" ({chained_rate / python_rate:.2f} of the Python floor's: the ledger's rules alone)"
     )
     print(f"  {CLIENTS} clients, durable decisions/s: brokerd {rate:,.0f}")
     ratio = ours["median_ms"] / (zmq_rt["median_ms"] + fsync["median_ms"])

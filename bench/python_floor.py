@@ -9,14 +9,15 @@ answer, requests that are ready together sharing one write and one fsync (group 
 nothing else: no grants, no policy, no labels, no hash chain, no index. What brokerd spends
 beyond it is what brokerd's own code costs, a ratio that travels between machines.
 
-With `--chained` it is the floor of the work brokerd may not skip for a denied call, however
-its code were written: the same program, plus what the ledger's rules ask of every decision
+With `--chained` it is the same program plus what the ledger's rules ask of every decision
 (SPEC §7, I8) done the cheapest correct way — the call looked up in a SQLite index of
 (session, call) before it is decided (a call is decided once), each line carrying its `seq`,
 the batch's `at` and the SHA-256 of the line before it (the hash chain), and the batch's rows
 inserted into the index once its answers are out. It still decides nothing: no grants, no
-label, no record checks. brokerd cannot be faster than it, so its share of the Python floor's
-rate bounds what brokerd's could ever be on the machine at hand (issue 11).
+label, no record checks. Its share of the Python floor's rate is what the ledger's rules alone
+leave of it on the machine at hand, against which brokerd's share shows what deciding costs
+(issue 11). It is no strict bound: on a cheaper transport than `zmq.asyncio` (brokerd's plain
+socket) the same work ran as fast as the Python floor (docs/performance.md).
 
 It serves well-formed `tool_request`s only (the benchmark's); anything else stops it, and the
 benchmark then fails loudly. Run as `python -m bench.python_floor ENDPOINT FILE [--chained]`.
