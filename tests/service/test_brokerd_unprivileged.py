@@ -120,6 +120,26 @@ def test_a_call_reads_its_grant_and_sees_nothing_else_of_the_host(box: Box) -> N
     assert output.count("No such file or directory") == 2, output
 
 
+@pytest.mark.parametrize(
+    "name, target",
+    [
+        ("to-other", "o/secret.txt"),
+        ("to-config", "h/config.toml"),
+        ("to-ledger", "h/audit/ledger.jsonl"),
+    ],
+)
+def test_a_link_in_the_grant_to_the_boxs_own_files_reads_nothing(
+    box: Box, name: str, target: str
+) -> None:
+    """brokerd's user owns its home here, so only the sandbox stands between a tool and it."""
+    link = box.granted / name
+    link.symlink_to(box.root / target)
+    assert link.read_bytes()  # on the host, through the link
+    read = box.call("read_file", {"path": str(link)})
+    assert (read.ok, read.output) == (False, f"read_file: {link}: no such file")
+    assert "No such file or directory" in box.shell(f"cat {name}")
+
+
 def test_writes_outside_the_grant_never_reach_the_host(box: Box) -> None:
     name = f"bx-escape-{uuid.uuid4().hex}"
     escapes = [Path("/tmp") / name, box.other / name, box.root / name]
