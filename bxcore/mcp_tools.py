@@ -12,10 +12,12 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from bxcore.config_mcp import valid_server_name
 from bxcore.frozen import frozen
+from bxcore.roles import Role, roles_problem
 
 PREFIX = "mcp__"
 #: The names OpenAI's and Anthropic's APIs take for a tool (§18.4).
@@ -23,7 +25,8 @@ MODEL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 CHANGED = "the tool's definition changed since the owner trusted it"
 MAX_PINS_BYTES = 8 * 1024 * 1024
 MAX_TOOLS = 512
-PINS_VERSION = 1
+PINS_VERSION = 2  # 2: each tool's argument roles (§20); a version 1 file reads with none
+READABLE_VERSIONS = (1, 2)
 
 _CANONICAL = json.JSONEncoder(
     separators=(",", ":"), ensure_ascii=False, sort_keys=True, allow_nan=False
@@ -136,13 +139,22 @@ def tool_def(obj: Any) -> ToolDef:
 # --- pins ---------------------------------------------------------------------------------
 
 
+Roles = Mapping[str, Role]  # an MCP tool's argument → its role (§20)
+NO_ROLES: Roles = MappingProxyType({})
+
+
 @frozen
 class Pins:
-    """What the owner trusted of one server: each tool's definition as they saw it."""
+    """What the owner trusted of one server: each tool's definition as they saw it, and the
+    role of each of its arguments as they confirmed it (an argument with none: a target)."""
 
     server: str
     trusted_at: str  # RFC 3339, as the caller's clock gave it
     tools: Mapping[str, ToolDef]
+    roles: Mapping[str, Roles] | None = None  # by tool name; None: none pinned
+
+    def roles_of(self, tool: str) -> Roles:
+        return NO_ROLES if self.roles is None else self.roles.get(tool, NO_ROLES)
 
     def hash_of(self, tool: str) -> str | None:
         found = self.tools.get(tool)
@@ -158,7 +170,11 @@ def render_pins(pins: Pins) -> bytes:
         "server": pins.server,
         "trusted_at": pins.trusted_at,
         "tools": {
-            name: {"sha256": tool.sha256, "definition": tool.definition()}
+            name: {
+                "sha256": tool.sha256,
+                "definition": tool.definition(),
+                "roles": {arg: role.value for arg, role in sorted(pins.roles_of(name).items())},
+            }
             for name, tool in sorted(pins.tools.items())
         },
     }
@@ -166,8 +182,10 @@ def render_pins(pins: Pins) -> bytes:
 
 
 def parse_pins(server: str, data: bytes) -> Pins:
-    """A pins file, strictly: every tool's stored hash must be its definition's, so a file
-    edited by hand (or damaged) pins nothing (`DefinitionError`)."""
+    """A pins file, strictly: every tool's stored hash must be its definition's, and its roles
+    must name its own arguments, so a file edited by hand (or damaged) pins nothing
+    (`DefinitionError`). A version 1 file (before roles) pins its tools with no roles: every
+    argument a target until the owner trusts the server again."""
     if len(data) > MAX_PINS_BYTES:
         raise DefinitionError(f"the pins file is larger than {MAX_PINS_BYTES} bytes")
     try:
@@ -178,21 +196,32 @@ def parse_pins(server: str, data: bytes) -> Pins:
         raise DefinitionError(
             "the pins file does not have the keys version, server, trusted_at, tools"
         )
-    if body["version"] != PINS_VERSION or body["server"] != server:
+    if body["version"] not in READABLE_VERSIONS or body["server"] != server:
         raise DefinitionError(f"the pins file is not version {PINS_VERSION} of server {server!r}")
     if not isinstance(body["trusted_at"], str) or not isinstance(body["tools"], dict):
         raise DefinitionError("the pins file's trusted_at or tools has the wrong type")
     if len(body["tools"]) > MAX_TOOLS:
         raise DefinitionError(f"the pins file holds more than {MAX_TOOLS} tools")
+    keys = {"sha256", "definition"} | ({"roles"} if body["version"] >= 2 else set())
     tools: dict[str, ToolDef] = {}
+    roles: dict[str, Roles] = {}
     for name, entry in body["tools"].items():
-        if not isinstance(entry, dict) or set(entry) != {"sha256", "definition"}:
-            raise DefinitionError(f"pinned tool {name!r}: expected sha256 and definition")
+        if not isinstance(entry, dict) or set(entry) != keys:
+            raise DefinitionError(f"pinned tool {name!r}: expected {', '.join(sorted(keys))}")
         tool = tool_def(entry["definition"])
         if tool.name != name or tool.sha256 != entry["sha256"]:
             raise DefinitionError(f"pinned tool {name!r}: its hash is not its definition's")
         tools[name] = tool
-    return Pins(server, body["trusted_at"], tools)
+        given = entry.get("roles", {})
+        problem = (
+            roles_problem(tool.input_schema, given)
+            if isinstance(given, dict)
+            else "the roles are not an object"
+        )
+        if problem is not None:
+            raise DefinitionError(f"pinned tool {name!r}: {problem}")
+        roles[name] = {arg: Role(role) for arg, role in given.items()}
+    return Pins(server, body["trusted_at"], tools, roles)
 
 
 def _refuse(name: str) -> object:
@@ -238,6 +267,11 @@ class Catalog:
 
     tools: Mapping[str, ToolDef]
     changed: frozenset[str] = frozenset()
+    roles: Mapping[str, Roles] | None = None  # by model name, as pinned
+
+    def roles_of(self, tool: str) -> Roles:
+        """The pinned roles of the tool the model calls `tool` (§20)."""
+        return NO_ROLES if self.roles is None else self.roles.get(tool, NO_ROLES)
 
     def __repr__(self) -> str:
         return f"Catalog({len(self.tools)} tools, {len(self.changed)} changed)"
@@ -252,6 +286,7 @@ def build_catalog(
     """The catalog from each server's pins and, where it has been listed, its comparison; and
     the tools left out because their model name would not fit (for a log line, §18.4)."""
     tools: dict[str, ToolDef] = {}
+    roles: dict[str, Roles] = {}
     changed: set[str] = set()
     left_out: list[str] = []
     for server, pinned in sorted(pins.items()):
@@ -265,9 +300,10 @@ def build_catalog(
                 changed.add(name)
             else:
                 tools[name] = tool
+                roles[name] = pinned.roles_of(tool_name)
     for server, listing in sorted(listings.items()):
         for tool_name in listing.new:
             name = model_name(server, tool_name)
             if name is not None:
                 changed.add(name)
-    return Catalog(tools, frozenset(changed)), tuple(left_out)
+    return Catalog(tools, frozenset(changed), roles), tuple(left_out)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 
 from bxcore.frozen import frozen
+from bxcore.roles import Role
 
 
 class ToolName(enum.StrEnum):
@@ -71,6 +72,7 @@ class Field:
     kind: Kind
     description: str
     optional: bool = False
+    role: Role = Role.TARGET  # what it is to a consequential call (§20); unset: a target
 
 
 @frozen
@@ -134,7 +136,9 @@ BROKERED: dict[str, ToolSpec] = {
             ),
             fields=(
                 Field("path", Kind.PATH, _PATH_HELP),
-                Field("content", Kind.TEXT, "The whole new content of the file."),
+                Field(
+                    "content", Kind.TEXT, "The whole new content of the file.", role=Role.CONTENT
+                ),
             ),
             sink=True,
             match=Match.PATH,
@@ -147,7 +151,7 @@ BROKERED: dict[str, ToolSpec] = {
                 "Run a /bin/sh command without network; set cwd to the absolute folder to work in."
             ),
             fields=(
-                Field("command", Kind.TEXT, "The command line for /bin/sh -c."),
+                Field("command", Kind.TEXT, "The command line for /bin/sh -c.", role=Role.CODE),
                 Field("cwd", Kind.PATH, "The absolute folder to run in. " + _PATH_HELP, True),
             ),
             sink=True,
@@ -174,10 +178,18 @@ BROKERED: dict[str, ToolSpec] = {
             ),
             tag="action",
             variants=(
-                Variant("note", (Field("text", Kind.TEXT, "What to remember."),), "Keep a note."),
+                Variant(
+                    "note",
+                    (Field("text", Kind.TEXT, "What to remember.", role=Role.CONTENT),),
+                    "Keep a note.",
+                ),
                 Variant(
                     "recall",
-                    (Field("query", Kind.TEXT, "Words to search the notes for."),),
+                    (
+                        Field(
+                            "query", Kind.TEXT, "Words to search the notes for.", role=Role.CONTENT
+                        ),
+                    ),
                     "Find up to 10 notes.",
                 ),
                 Variant(

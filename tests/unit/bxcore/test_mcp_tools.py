@@ -17,6 +17,7 @@ from bxcore.mcp_tools import (
     split_name,
     tool_def,
 )
+from bxcore.roles import Role
 
 LOG = ToolDef(
     "git_log",
@@ -103,14 +104,35 @@ def test_other_names_are_not_mcp_tools(name: str) -> None:
 
 
 def test_the_pins_file_round_trips_and_refuses_an_edited_definition() -> None:
-    pins = Pins("git", "2026-12-01T10:00:00.000Z", {"git_log": LOG})
+    roles = {"git_log": {"repo_path": Role.TARGET}}
+    pins = Pins("git", "2026-12-01T10:00:00.000Z", {"git_log": LOG}, roles)
     data = render_pins(pins)
     assert parse_pins("git", data) == pins
     edited = data.replace(b"Shows the commit logs.", b"Shows the commit logs; also push.")
     with pytest.raises(DefinitionError, match="its hash is not its definition's"):
         parse_pins("git", edited)
-    with pytest.raises(DefinitionError, match="not version 1 of server 'time'"):
+    with pytest.raises(DefinitionError, match="not version 2 of server 'time'"):
         parse_pins("time", data)
+
+
+def test_pinned_roles_must_name_the_tools_own_arguments_and_known_roles() -> None:
+    data = render_pins(Pins("git", "2026-12-01T10:00:00.000Z", {"git_log": LOG}, {}))
+    assert b'"roles": {}' in data
+    for bad, why in (
+        (b'"roles": {"branch": "target"}', "the tool has no such argument"),
+        (b'"roles": {"repo_path": "owner"}', "is not one of target, content, code"),
+    ):
+        with pytest.raises(DefinitionError, match=why):
+            parse_pins("git", data.replace(b'"roles": {}', bad))
+
+
+def test_a_version_1_pins_file_pins_its_tools_with_every_argument_a_target() -> None:
+    data = render_pins(Pins("git", "2026-12-01T10:00:00.000Z", {"git_log": LOG}))
+    old = data.replace(b'"version": 2', b'"version": 1').replace(b', \n  "roles": {}', b"")
+    old = old.replace(b',\n   "roles": {}', b"")
+    pins = parse_pins("git", old)
+    assert pins.tools == {"git_log": LOG}
+    assert pins.roles_of("git_log") == {}
 
 
 @given(st.binary(max_size=300))
