@@ -53,6 +53,7 @@ from services.brokerd.core.call_events import (
 from services.brokerd.core.grants import Grant
 from services.brokerd.core.records import Entry
 from services.brokerd.core.replay import replay
+from services.brokerd.core.targets import Target
 
 AUDIT_UNAVAILABLE = Denied(DenyReason.AUDIT_UNAVAILABLE)
 NOT_RECORDED = "the call ran, but the audit log cannot record it, so its output is held"
@@ -206,14 +207,17 @@ def _record_decision(call: Call, event: Event) -> Step:
     if isinstance(decision, policy.Denied):
         entry = _decision(call, "denied", decision.grant, reason=decision.reason.value)
     elif isinstance(decision, policy.Allowed):
-        entry = _decision(call, "allowed", decision.winner)
+        entry = _decision(call, "allowed", decision.winner, decision.targets)
         call = call._replace(allowed=decision)
     elif event.covered is not None:  # a session-scoped approval covers it: allowed, under it
-        entry = _decision(call, "allowed", decision.winner, approval=event.approval)
+        targets = decision.targets
+        entry = _decision(call, "allowed", decision.winner, targets, approval=event.approval)
         call = call._replace(allowed=event.covered)
     else:
         why = decision.why.value
-        entry = _decision(call, "pending", decision.winner, approval=event.approval, why=why)
+        entry = _decision(
+            call, "pending", decision.winner, decision.targets, approval=event.approval, why=why
+        )
     return call, [Record((entry,))]
 
 
@@ -221,10 +225,12 @@ def _decision(
     call: Call,
     outcome: records.DecisionOutcome,
     grant: Grant | None,
+    targets: tuple[Target, ...] = (),
     **more: str | None,
 ) -> Entry:
     assert call.label is not None
     return records.decision(
+        targets=[{"at": t.at, "origin": t.origin} for t in targets] if targets else None,
         session=call.session,
         call=call.call,
         tool=call.tool,

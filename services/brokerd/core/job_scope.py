@@ -23,6 +23,7 @@ from bxcore.jobs import InvalidJob, Job, check_grants
 from bxcore.labels import Label
 from services.brokerd.core import policy
 from services.brokerd.core.grants import Grant
+from services.brokerd.core.owner_words import NO_WORDS, Words
 from services.brokerd.core.view import NO_PLACES, OwnPlaces
 
 Note = Callable[[Callable[[], str]], None]
@@ -86,6 +87,7 @@ def decide(
     trace: list[str] | None = None,
     own: OwnPlaces = NO_PLACES,
     mcp: mcp_tools.Catalog = mcp_tools.NO_TOOLS,
+    words: Words = NO_WORDS,
 ) -> policy.Decision:
     """`policy.decide` on all of `grants`, then, for a job's run, `confine`d to its scope;
     the scope is the trace's first step."""
@@ -96,7 +98,7 @@ def decide(
 
     if scope is not None:
         note(lambda: f"session of {scope.describe()}")
-    decision = policy.decide(label, tool, arguments, grants, trace, own, mcp)
+    decision = policy.decide(label, tool, arguments, grants, trace, own, mcp, words)
     return decision if scope is None else confine(decision, scope, note)
 
 
@@ -108,9 +110,10 @@ def redecide(
     scope: JobScope | None,
     own: OwnPlaces = NO_PLACES,
     mcp: mcp_tools.Catalog = mcp_tools.NO_TOOLS,
+    words: Words = NO_WORDS,
 ) -> policy.Allowed | policy.Denied:
     """`policy.redecide` confined as `decide`: an approval never widens a job's grants."""
-    decision = decide(label, tool, arguments, grants, scope, own=own, mcp=mcp)
+    decision = decide(label, tool, arguments, grants, scope, own=own, mcp=mcp, words=words)
     if isinstance(decision, policy.Ask):
         return policy.approved(decision, grants, own)
     return decision

@@ -9,19 +9,22 @@ approves (a denial then still wins). Each step can be written to a `trace`, whic
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from bxcore import mcp_tools
 from bxcore.deny import DenyReason
 from bxcore.frozen import frozen
 from bxcore.labels import CLEAN, DataClass, Label
 from bxcore.messages import AskWhy
+from bxcore.roles import Role
 from bxcore.tools import BROKERED, Match, Mount, Result
 from services.brokerd.core import args as argsmod
 from services.brokerd.core import mcp_args
 from services.brokerd.core.args import ArgsError, ToolArgs, host_matches, inside
 from services.brokerd.core.grants import Grant, McpKind, Mode
 from services.brokerd.core.mcp_args import McpArgs
+from services.brokerd.core.owner_words import NO_WORDS, Words
+from services.brokerd.core.targets import Target, check, endorsed
 from services.brokerd.core.view import NO_PLACES, NO_VIEW, OwnPlaces, View, exposure_label, plan
 
 
@@ -31,6 +34,7 @@ class Allowed:
     args: ToolArgs | McpArgs
     label: Label | None  # what the result carries; None when the runner reports it
     view: View = NO_VIEW  # what the sandbox shows of the winner's path (`view.plan`)
+    targets: tuple[Target, ...] = ()  # an untrusted session's: each the owner's (§20)
 
 
 @frozen
@@ -38,6 +42,7 @@ class Ask:
     winner: Grant
     args: ToolArgs | McpArgs
     why: AskWhy
+    targets: tuple[Target, ...] = ()  # an untrusted session's: which were not the owner's
 
 
 @frozen
@@ -49,6 +54,14 @@ class Denied:
 
 
 Decision = Allowed | Ask | Denied
+
+
+@frozen
+class Won:
+    """The grant that allows a call (§5.2 step 8), and the targets it was allowed for."""
+
+    grant: Grant
+    targets: tuple[Target, ...]
 
 
 def _matches(grant: Grant, args: ToolArgs, match: Match) -> bool:
@@ -110,17 +123,20 @@ def decide(
     trace: list[str] | None = None,
     own: OwnPlaces = NO_PLACES,
     mcp: mcp_tools.Catalog = mcp_tools.NO_TOOLS,
+    words: Words = NO_WORDS,
 ) -> Decision:
     """What brokerd does with this call from a session holding `label` (§5.2). No target in
     `own` (boxmaker's home, run folder and installation, but the workspace) is ever
-    reached, whatever the grants say. MCP tools are those of `mcp` (§18.5)."""
+    reached, whatever the grants say. MCP tools are those of `mcp` (§18.5). `words` are the
+    owner's of the session: an untrusted session's call runs unasked when its every target
+    is one of them (§20)."""
 
     def note(words: Callable[[], str]) -> None:  # put into words only for `explain`
         if trace is not None:
             trace.append(words())
 
     if mcp_tools.split_name(tool) is not None:
-        return _decide_mcp(label, tool, arguments, grants, mcp, note)
+        return _decide_mcp(label, tool, arguments, grants, mcp, words, note)
     spec = BROKERED.get(tool)
     if spec is None:  # 1
         note(lambda: f"{tool!r} is not a tool")
@@ -141,16 +157,16 @@ def decide(
         note(lambda: f"no grant of {tool} matches")
         return Denied(DenyReason.NO_GRANT, args=args)
     winner = _winner(
-        matching, label, args, note,
+        matching, label, args, note, words, {},
         sink=spec.sink, consequential=spec.consequential(args.variant), place="place",
     )  # fmt: skip
-    runs = winner.winner if isinstance(winner, Ask) else winner
+    runs = winner.winner if isinstance(winner, Ask) else getattr(winner, "grant", None)
     if spec.mount is Mount.WORKDIR and isinstance(runs, Grant):  # now, or once approved
         said = "" if runs.write else " (write = false)"
         note(lambda: f"{runs.path} is bound {binding(runs)} in the sandbox{said}")
-    if not isinstance(winner, Grant):
+    if not isinstance(winner, Won):
         return winner
-    allowed = _allowed(winner, args, grants, own)
+    allowed = _allowed(winner.grant, args, grants, own, winner.targets)
     view = allowed.view
     if view.covers:
         note(lambda: f"hidden in the sandbox: {', '.join(view.covers)}")
@@ -165,6 +181,7 @@ def _decide_mcp(
     arguments: str,
     grants: Sequence[Grant],
     mcp: mcp_tools.Catalog,
+    words: Words,
     note: Callable[[Callable[[], str]], None],
 ) -> Decision:
     """§5.2's steps for an MCP tool (§18.5): matching by name and `[match]`, the flow and
@@ -191,12 +208,12 @@ def _decide_mcp(
     kind = matching[0].kind
     assert kind is not None
     winner = _winner(
-        matching, label, args, note,
+        matching, label, args, note, words, mcp.roles_of(tool),
         sink=kind.sink, consequential=kind.sink, place="sink", kind=kind,
     )  # fmt: skip
-    if not isinstance(winner, Grant):
+    if not isinstance(winner, Won):
         return winner
-    return _allowed_mcp(winner, args)
+    return _allowed_mcp(winner.grant, args, winner.targets)
 
 
 def _winner(
@@ -204,17 +221,20 @@ def _winner(
     label: Label,
     args: ToolArgs | McpArgs,
     note: Callable[[Callable[[], str]], None],
+    words: Words,
+    roles: Mapping[str, Role],
     *,
     sink: bool,
     consequential: bool,
     place: str,
     kind: McpKind | None = None,
-) -> Grant | Denied | Ask:
+) -> Won | Denied | Ask:
     """§5.2 steps 4 to 8 on the grants that match, most specific first, for built-in and
     MCP tools alike: a deny wins; the winner's flow check for a sink (`place` names where a
-    sink's data goes); the untrusted ask for a consequential call (every sink's, and memory
-    `forget`: issue 14); the owner asked when the grant says so. The winner when it allows
-    the call."""
+    sink's data goes); for a consequential call (every sink's, and memory `forget`: issue 14)
+    in an untrusted session, the owner asked unless every target is a value the owner gave
+    (§20, `roles` saying which arguments are targets); the owner asked when the grant says
+    so. The winner when it allows the call, with the targets it was allowed for."""
     note(lambda: "matching grants: " + ", ".join(f"{g.id} ({g.mode})" for g in matching))
     denies = [g for g in matching if g.mode is Mode.DENY]
     if denies:  # 4: an explicit deny always wins
@@ -233,14 +253,26 @@ def _winner(
         return Denied(DenyReason.FLOW_VIOLATION, grant=winner, args=args)
     if sink:
         note(lambda: f"flow: {label.class_} data may go to a {winner.class_} {place}")
+    targets: tuple[Target, ...] = ()
     if consequential and label.untrusted:  # 7
-        note(lambda: "the session holds untrusted content, so the owner must approve this call")
-        return Ask(winner, args, AskWhy.UNTRUSTED)
+        targets = check(args, roles, words)
+        if targets:
+            note(lambda: "targets: " + "; ".join(target.said() for target in targets))
+        if not endorsed(targets):
+            why = "a target is not a value the owner gave" if targets else "it has no target"
+            why = f"the session holds untrusted content and {why}"
+            note(lambda: f"{why}, so the owner must approve this call")
+            return Ask(winner, args, AskWhy.UNTRUSTED, targets)
+        note(
+            lambda: (
+                "the session holds untrusted content, but every target is a value the owner gave"
+            )
+        )
     if winner.mode is Mode.ASK:  # 8
         note(lambda: f"{winner.id} asks the owner")
-        return Ask(winner, args, AskWhy.GRANT_ASKS)
+        return Ask(winner, args, AskWhy.GRANT_ASKS, targets)
     note(lambda: f"{winner.id} allows it")
-    return winner
+    return Won(winner, targets)
 
 
 def mcp_result_label(winner: Grant) -> Label:
@@ -251,8 +283,8 @@ def mcp_result_label(winner: Grant) -> Label:
     return CLEAN
 
 
-def _allowed_mcp(winner: Grant, args: McpArgs) -> Allowed:
-    return Allowed(winner, args, mcp_result_label(winner))
+def _allowed_mcp(winner: Grant, args: McpArgs, targets: tuple[Target, ...] = ()) -> Allowed:
+    return Allowed(winner, args, mcp_result_label(winner), targets=targets)
 
 
 def _target(args: ToolArgs, match: Match) -> str | None:
@@ -265,13 +297,17 @@ def _target(args: ToolArgs, match: Match) -> str | None:
 
 
 def _allowed(
-    winner: Grant, args: ToolArgs | McpArgs, grants: Sequence[Grant], own: OwnPlaces
+    winner: Grant,
+    args: ToolArgs | McpArgs,
+    grants: Sequence[Grant],
+    own: OwnPlaces,
+    targets: tuple[Target, ...] = (),
 ) -> Allowed:
     if isinstance(args, McpArgs):
-        return _allowed_mcp(winner, args)
+        return _allowed_mcp(winner, args, targets)
     spec = BROKERED[args.tool]
     label = result_label(winner, spec.result, grants)
-    return Allowed(winner, args, label, plan(winner, grants, own))
+    return Allowed(winner, args, label, plan(winner, grants, own), targets)
 
 
 def redecide(
@@ -281,9 +317,10 @@ def redecide(
     grants: Sequence[Grant],
     own: OwnPlaces = NO_PLACES,
     mcp: mcp_tools.Catalog = mcp_tools.NO_TOOLS,
+    words: Words = NO_WORDS,
 ) -> Allowed | Denied:
     """After the owner approved: the same steps again; a denial wins, anything else runs."""
-    decision = decide(label, tool, arguments, grants, own=own, mcp=mcp)
+    decision = decide(label, tool, arguments, grants, own=own, mcp=mcp, words=words)
     return approved(decision, grants, own) if isinstance(decision, Ask) else decision
 
 

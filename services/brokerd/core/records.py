@@ -80,6 +80,19 @@ _BOOL = _Type("true or false", lambda v: isinstance(v, bool))
 _LABEL = _Type('a label {"class":...,"untrusted":...}', _is_label)
 
 
+def _is_targets(value: object) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(t, dict)
+        and list(t) == ["at", "origin"]
+        and isinstance(t["at"], str)
+        and isinstance(t["origin"], str)
+        for t in value
+    )
+
+
+_TARGETS = _Type('a list of {"at":...,"origin":...}', _is_targets)
+
+
 class Field(NamedTuple):
     name: str
     type: _Type
@@ -100,6 +113,8 @@ KINDS: Mapping[str, tuple[Field, ...]] = {
         Field("grant_sha256", _STR, False),
         Field("approval", _STR, False),
         Field("why", _STR, False),  # for pending: why the owner is asked (§9.1)
+        # an untrusted session's consequential call: where each target came from (§20)
+        Field("targets", _TARGETS, False),
     ),
     "verdict": (
         Field("approval", _STR),
@@ -122,6 +137,8 @@ KINDS: Mapping[str, tuple[Field, ...]] = {
         Field("ms", _INT, False),
     ),
     "raised": (Field("session", _STR), Field("from", _LABEL), Field("to", _LABEL)),
+    # what the owner typed in a session's turn, or a job's prompt (§20): loopd's word
+    "owner_words": (Field("session", _STR), Field("turn", _INT), Field("text", _STR)),
     "absorbed": (Field("parent", _STR), Field("child", _STR), Field("to", _LABEL)),
     "started": (Field("pid", _INT), Field("version", _STR)),
     "recovered": (Field("cut_bytes", _INT), Field("why", _STR)),
@@ -281,12 +298,14 @@ def decision(
     grant_sha256: str | None = None,
     approval: str | None = None,
     why: str | None = None,
+    targets: list[dict[str, str]] | None = None,
 ) -> Entry:
-    """`arguments` is `ledger_arguments(...)`; `label` is the session's label before."""
+    """`arguments` is `ledger_arguments(...)`; `label` is the session's label before;
+    `targets`, each target's JSON pointer (`at`) and where it came from (`origin`, §20)."""
     return "decision", {
         "session": session, "call": call, "tool": tool, "arguments": arguments,
         "label": label, "outcome": outcome, "reason": reason, "grant": grant,
-        "grant_sha256": grant_sha256, "approval": approval, "why": why,
+        "grant_sha256": grant_sha256, "approval": approval, "why": why, "targets": targets,
     }  # fmt: skip
 
 
@@ -329,6 +348,10 @@ def executed(
 
 def raised(*, session: str, from_: Label, to: Label) -> Entry:
     return "raised", {"session": session, "from": from_, "to": to}
+
+
+def owner_words(*, session: str, turn: int, text: str) -> Entry:
+    return "owner_words", {"session": session, "turn": turn, "text": text}
 
 
 def absorbed(*, parent: str, child: str, to: Label) -> Entry:

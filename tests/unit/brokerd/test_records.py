@@ -162,6 +162,7 @@ def test_every_builder_makes_a_record_the_checker_accepts() -> None:
             label=PRIVATE,
             outcome="pending",
             approval="k3v9qz2m",
+            targets=[{"at": "/cwd", "origin": "untrusted: call c1"}],
         ),
         r.verdict(
             approval="k3v9qz2m",
@@ -184,6 +185,7 @@ def test_every_builder_makes_a_record_the_checker_accepts() -> None:
         r.raised(session="s", from_=PRIVATE, to=TAINTED),
         r.absorbed(parent="s", child="sub-s-1", to=TAINTED),
         r.started(pid=42, version="0.1.0"),
+        r.owner_words(session="s", turn=2, text="send alice@example.com the notes"),
         r.recovered(cut_bytes=17, why="line 9: the last line has no newline (a torn write)"),
         r.job_started(
             job="mail", run=3, session="job-mail-3", why="catch_up", job_sha256="ab" * 32,
@@ -196,7 +198,7 @@ def test_every_builder_makes_a_record_the_checker_accepts() -> None:
     ]  # fmt: skip
     assert {kind for kind, _ in entries} == set(r.KINDS)
     report = check_chain(chain(entries))
-    assert report.ok and report.records == len(entries) and str(report) == "ok: 10 records"
+    assert report.ok and report.records == len(entries) and str(report) == "ok: 11 records"
 
 
 # --- checking -------------------------------------------------------------------------------

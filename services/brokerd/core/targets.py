@@ -1,0 +1,125 @@
+"""A consequential call's targets, and which of them the owner gave (SPEC §20).
+
+`check` walks a call's arguments by their roles (`bxcore.roles`; a built-in tool's are its
+fields', an MCP tool's are pinned with it): every value under a *target* argument is a target
+(each element of an array, each leaf of an object), named by its JSON pointer (`/to`,
+`/recipients/1`); a *code* argument is a target no words ever endorse; *content* is never
+looked at. A call runs unasked in an untrusted session only when it has a target and every
+target is the owner's (`endorsed`).
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from bxcore.frozen import frozen
+from bxcore.roles import Role, role_of
+from bxcore.tools import BROKERED
+from services.brokerd.core.args import ToolArgs
+from services.brokerd.core.mcp_args import McpArgs
+from services.brokerd.core.owner_words import Words
+
+OWNER = "owner"
+CODE = "code"
+UNKNOWN = "unknown"
+SHOWN = 200  # characters of a target value kept for the owner's card and `explain`
+
+
+@frozen
+class Target:
+    """One target value of a call: where it is in the arguments, the value (cut to `SHOWN`
+    characters when shown), and where it came from: `owner`, `code` (never the owner's),
+    `untrusted: call <id>` (the first result of the session it appeared in) or `unknown`."""
+
+    at: str
+    value: str | int | float | bool
+    origin: str
+
+    @property
+    def owner(self) -> bool:
+        return self.origin == OWNER
+
+    def shown(self) -> str:
+        return shown(self.value)
+
+    def said(self) -> str:
+        """One line for `explain` and the card: `/to = "a@b.c": owner`."""
+        return f"{self.at} = {self.shown()}: {self.origin}"
+
+
+def shown(value: object) -> str:
+    """A target value as JSON text, cut for the owner's views."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= SHOWN else text[: SHOWN - 1] + "…"
+
+
+def check(args: ToolArgs | McpArgs, roles: Mapping[str, Role], words: Words) -> tuple[Target, ...]:
+    """Every target value of the call, each with `owner` or not yet known (`unknown`): the
+    shell may then say which result an unknown one first appeared in (`Target.origin`)."""
+    found: list[Target] = []
+    for name, value, role in _arguments(args, roles):
+        if role is Role.CONTENT:
+            continue
+        for at, leaf in _leaves(f"/{_escape(name)}", value):
+            origin = CODE if role is Role.CODE else OWNER if words.holds(leaf) else UNKNOWN
+            found.append(Target(at, leaf, origin))
+    return tuple(found)
+
+
+def value_at(arguments: str, at: str) -> object:
+    """The value a JSON pointer names in a call's canonical arguments; None when it names
+    nothing (the arguments of a record read back after a restart)."""
+    try:
+        value: object = json.loads(arguments)
+    except ValueError:
+        return None
+    for step in at.split("/")[1:]:
+        key = step.replace("~1", "/").replace("~0", "~")
+        if isinstance(value, dict):
+            value = value.get(key)
+        elif isinstance(value, list) and key.isdigit() and int(key) < len(value):
+            value = value[int(key)]
+        else:
+            return None
+    return value
+
+
+def endorsed(targets: tuple[Target, ...]) -> bool:
+    """Whether the call may run unasked: it has a target, and every one is the owner's."""
+    return bool(targets) and all(target.owner for target in targets)
+
+
+def _arguments(
+    args: ToolArgs | McpArgs, roles: Mapping[str, Role]
+) -> Iterator[tuple[str, Any, Role]]:
+    if isinstance(args, McpArgs):
+        for name, value in args.value.items():
+            yield name, value, role_of(roles, name)
+        return
+    spec = BROKERED[args.tool]
+    fields = {f.name: f for f in spec.fields}
+    for variant in spec.variants:
+        fields.update((f.name, f) for f in variant.fields)
+    for name, value in args.values:
+        yield name, value, fields[name].role
+
+
+def _leaves(at: str, value: Any) -> Iterator[tuple[str, str | int | float | bool]]:
+    """The values under `value`, each with its JSON pointer; null, [] and {} name nothing."""
+    if isinstance(value, list):
+        for n, item in enumerate(value):
+            yield from _leaves(f"{at}/{n}", item)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _leaves(f"{at}/{_escape(key)}", item)
+    elif value is not None:
+        yield at, value
+
+
+def _escape(name: str) -> str:
+    """A key as a JSON pointer writes it (RFC 6901)."""
+    return name.replace("~", "~0").replace("/", "~1")

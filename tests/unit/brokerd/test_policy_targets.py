@@ -1,0 +1,193 @@
+"""§20 in the decision (SPEC §5.2 step 7 as amended): in an untrusted session, a consequential
+call whose winner allows it runs unasked only when it has a target and every target is a value
+the owner gave; every other call asks as before, naming which target was not the owner's. The
+flow check, deny grants and `ask` grants stand as they were."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bxcore.labels import DataClass, Label
+from bxcore.mcp_tools import Pins, ToolDef, build_catalog
+from bxcore.messages import AskWhy
+from bxcore.roles import Role, propose
+from services.brokerd.core.grants import Grant, McpKind, Mode
+from services.brokerd.core.owner_words import NO_WORDS, Words
+from services.brokerd.core.policy import Allowed, Ask, Denied, decide, redecide
+from services.brokerd.core.targets import CODE, OWNER, UNKNOWN, value_at
+
+TRUSTED = Label(DataClass.PRIVATE, False)
+UNTRUSTED = Label(DataClass.PRIVATE, True)
+SECRET_UNTRUSTED = Label(DataClass.SECRET, True)
+
+SEND = ToolDef(
+    "send_email",
+    "Send a mail.",
+    {
+        "type": "object",
+        "properties": {
+            "to": {"type": "array", "items": {"type": "string", "format": "email"}},
+            "subject": {"type": "string"},
+            "body": {"type": "string"},
+            "amount": {"type": "number"},
+            "urgent": {"type": "boolean"},
+            "route": {"type": "string"},
+        },
+        "required": ["to", "body"],
+    },
+)
+ROLES = propose(SEND.input_schema)
+CATALOG, _ = build_catalog({"mail": Pins("mail", "2026-01-01T00:00:00Z", {"send_email": SEND},
+                                         {"send_email": ROLES})}, {})  # fmt: skip
+TOOL = "mcp__mail__send_email"
+WORDS = Words(["Read the channel and send Alice (alice@example.com) a summary; pay 20."])
+
+
+def mcp_grant(mode: str = "allow", kind: str = "sink", cls: str = "private") -> Grant:
+    return Grant(
+        "mail-send", TOOL, Mode(mode), None, None, DataClass(cls), True, "", "0" * 64,
+        McpKind(kind),
+    )  # fmt: skip
+
+
+def builtin(gid: str, tool: str, mode: str = "allow", **scope: str) -> Grant:
+    return Grant(
+        gid, tool, Mode(mode), scope.get("path"), scope.get("host"), DataClass.PRIVATE,
+        tool == "http_fetch", "", "0" * 64,
+    )  # fmt: skip
+
+
+def send(**fields: object) -> str:
+    return json.dumps({"body": "the summary", **fields})
+
+
+def test_the_proposal_makes_addresses_and_amounts_targets_and_the_rest_content() -> None:
+    assert ROLES == {
+        "to": Role.TARGET,
+        "subject": Role.CONTENT,
+        "body": Role.CONTENT,
+        "amount": Role.TARGET,
+        "urgent": Role.CONTENT,  # a yes/no option
+        "route": Role.TARGET,  # no word says what it is: a target (fail closed)
+    }
+
+
+@pytest.mark.parametrize(
+    ("arguments", "runs"),
+    [
+        (send(to=["alice@example.com"]), True),
+        (send(to=["ALICE@example.com"], subject="Mallory says hi"), True),  # content unchecked
+        (send(to=["alice@example.com"], amount=20), True),
+        (send(to=["alice@example.com"], amount=20.0, urgent=True), True),
+        (send(to=["alice@example.com", "mallory@evil.example"]), False),
+        (send(to=["mallory@evil.example"]), False),
+        (send(to=["alice@example.com"], amount=2000), False),
+        (send(to=["alice@example.com.evil.example"]), False),
+        (send(to=["alice@example.com"], route="Alice"), True),
+        (send(to=[]), False),  # no target at all: the owner is asked
+        (send(to=["alice@example.com"], route="alice"), False),
+    ],
+)
+def test_an_untrusted_sessions_sink_runs_unasked_only_when_every_target_is_the_owners(
+    arguments: str, runs: bool
+) -> None:
+    decision = decide(UNTRUSTED, TOOL, arguments, [mcp_grant()], mcp=CATALOG, words=WORDS)
+    if runs:
+        assert isinstance(decision, Allowed), decision
+        assert decision.targets and all(t.origin == OWNER for t in decision.targets)
+    else:
+        assert isinstance(decision, Ask) and decision.why is AskWhy.UNTRUSTED, decision
+
+
+def test_the_ask_names_each_target_and_whether_the_owner_gave_it() -> None:
+    arguments = send(to=["alice@example.com", "mallory@evil.example"], amount=20)
+    decision = decide(UNTRUSTED, TOOL, arguments, [mcp_grant()], mcp=CATALOG, words=WORDS)
+    assert isinstance(decision, Ask)
+    assert [(t.at, t.origin) for t in decision.targets] == [
+        ("/amount", OWNER), ("/to/0", OWNER), ("/to/1", UNKNOWN),
+    ]  # fmt: skip
+    assert value_at(decision.args.canonical_json(), "/to/1") == "mallory@evil.example"
+
+
+def test_without_words_or_in_a_trusted_session_nothing_changes() -> None:
+    arguments = send(to=["alice@example.com"])
+    asked = decide(UNTRUSTED, TOOL, arguments, [mcp_grant()], mcp=CATALOG, words=NO_WORDS)
+    assert isinstance(asked, Ask) and asked.why is AskWhy.UNTRUSTED
+    trusted = decide(TRUSTED, TOOL, arguments, [mcp_grant()], mcp=CATALOG, words=NO_WORDS)
+    assert isinstance(trusted, Allowed) and trusted.targets == ()
+
+
+def test_an_ask_grant_still_asks_and_a_flow_violation_is_still_denied() -> None:
+    arguments = send(to=["alice@example.com"])
+    asked = decide(UNTRUSTED, TOOL, arguments, [mcp_grant("ask")], mcp=CATALOG, words=WORDS)
+    assert isinstance(asked, Ask) and asked.why is AskWhy.GRANT_ASKS
+    flow = decide(SECRET_UNTRUSTED, TOOL, arguments, [mcp_grant()], mcp=CATALOG, words=WORDS)
+    assert isinstance(flow, Denied) and flow.reason == "flow_violation"
+    denied = decide(UNTRUSTED, TOOL, arguments, [mcp_grant("deny")], mcp=CATALOG, words=WORDS)
+    assert isinstance(denied, Denied) and denied.reason == "denied_by_grant"
+
+
+def test_an_argument_the_pins_give_no_role_is_a_target() -> None:
+    bare, _ = build_catalog({"mail": Pins("mail", "t", {"send_email": SEND})}, {})
+    arguments = send(to=["alice@example.com"], subject="Hello")
+    decision = decide(UNTRUSTED, TOOL, arguments, [mcp_grant()], mcp=bare, words=WORDS)
+    assert isinstance(decision, Ask)
+    assert ("/subject", UNKNOWN) in [(t.at, t.origin) for t in decision.targets]
+
+
+WORKSPACE = "/home/kyle/work"
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "grant", "runs"),
+    [
+        ("write_file", {"path": f"{WORKSPACE}/summary.md", "content": "x"},
+         builtin("w", "write_file", path=WORKSPACE), True),
+        ("write_file", {"path": f"{WORKSPACE}/summary.md.sh", "content": "x"},
+         builtin("w", "write_file", path=WORKSPACE), False),
+        ("http_fetch", {"url": "https://en.wikipedia.org/wiki/Bee"},
+         builtin("f", "http_fetch", host="*.wikipedia.org"), True),
+        ("http_fetch", {"url": "https://en.wikipedia.org/wiki/Bee?leak=PIN"},
+         builtin("f", "http_fetch", host="*.wikipedia.org"), False),
+        ("shell", {"command": "ls", "cwd": WORKSPACE},
+         builtin("s", "shell", path=WORKSPACE), False),
+        ("memory", {"action": "forget", "id": 12}, builtin("m", "memory"), True),
+        ("memory", {"action": "forget", "id": 13}, builtin("m", "memory"), False),
+    ],
+)  # fmt: skip
+def test_the_built_in_tools_targets_are_their_path_url_and_note_id_and_shell_is_never_endorsed(
+    tool: str, arguments: dict[str, object], grant: Grant, runs: bool
+) -> None:
+    words = Words([
+        f"write the summary to {WORKSPACE}/summary.md, run ls in {WORKSPACE}, forget note 12",
+        "and look up https://en.wikipedia.org/wiki/Bee",
+    ])  # fmt: skip
+    decision = decide(UNTRUSTED, tool, json.dumps(arguments), [grant], words=words)
+    assert isinstance(decision, Allowed if runs else Ask), decision
+    if tool == "shell":
+        assert isinstance(decision, Ask)
+        assert [(t.at, t.origin) for t in decision.targets] == [
+            ("/command", CODE), ("/cwd", OWNER),
+        ]  # fmt: skip
+
+
+def test_an_approved_call_runs_as_shown_and_redecide_takes_the_words_too() -> None:
+    arguments = send(to=["alice@example.com"])
+    again = redecide(UNTRUSTED, TOOL, arguments, [mcp_grant()], mcp=CATALOG, words=WORDS)
+    assert isinstance(again, Allowed)
+    unendorsed = redecide(UNTRUSTED, TOOL, send(to=["x@evil.example"]), [mcp_grant()],
+                          mcp=CATALOG, words=WORDS)  # fmt: skip
+    assert isinstance(unendorsed, Allowed)  # the owner approved it: it runs as if allowed
+
+
+def test_explain_says_each_target_and_why_the_owner_is_asked() -> None:
+    trace: list[str] = []
+    decide(UNTRUSTED, TOOL, send(to=["mallory@evil.example"]), [mcp_grant()], trace,
+           mcp=CATALOG, words=WORDS)  # fmt: skip
+    assert 'targets: /to/0 = "mallory@evil.example": unknown' in trace
+    assert trace[-1] == (
+        "the session holds untrusted content and a target is not a value the owner gave, "
+        "so the owner must approve this call"
+    )
