@@ -81,5 +81,9 @@ class Bounded(Generic[K, V]):
         """The values, the oldest first."""
         return iter(self._entries.values())
 
+    def items(self) -> Iterator[tuple[K, V]]:
+        """The entries, the oldest first (reading them makes none newer)."""
+        return iter(self._entries.items())
+
     def _weight(self, value: V) -> int:
         return 0 if self._weigh is None else self._weigh(value)

@@ -79,6 +79,17 @@ class Settled:
 
 
 @frozen
+class TargetInfo:
+    """One target of an untrusted session's call (§20): where it is in the arguments (a JSON
+    pointer), its value as JSON text (cut to 200 characters), and where it came from: `owner`,
+    `code` (never taken as the owner's), `untrusted: call <id>` or `unknown`."""
+
+    at: Short
+    value: Short
+    origin: Short
+
+
+@frozen
 class ApprovalInfo:
     """One pending approval, with every canonical argument the owner approves (§9.1)."""
 
@@ -95,6 +106,7 @@ class ApprovalInfo:
     preview: Preview | None = None  # write_file: a unified diff of what would change (§12.2)
     write: bool | None = None  # shell: False when its folder is bound read-only (issue 15)
     job: Short | None = None  # a job's run: which job, and the only grants it sees (§19)
+    targets: tuple[TargetInfo, ...] | None = None  # asked because untrusted: each target (§20)
 
 
 @frozen

@@ -107,6 +107,33 @@ class State:
     label: Label
 
 
+MAX_OWNER_WORDS = 256 * 1024  # bytes of one turn's words: loopd sends the start of more
+Turn = Annotated[int, Int(1, 2**53)]
+
+
+@frozen
+class OwnerWords:
+    """loopd, before a turn's first tool call: what the owner typed for turn `turn` of
+    `session` (or, for a job's run, the job's prompt), which brokerd keeps as the session's
+    owner's words (§20). Sent again for the same turn, the first words stand; a sub-agent's
+    session never takes any (its task is the model's text)."""
+
+    TYPE: ClassVar[str] = "owner_words"
+    id: RequestId
+    session: Session
+    turn: Turn
+    text: Annotated[str, Text(0, MAX_OWNER_WORDS, what="at most 256 KiB of text")]
+
+
+@frozen
+class WordsKept:
+    TYPE: ClassVar[str] = "words_kept"
+    id: RequestId
+    session: Session
+    turn: Turn
+    first: bool  # false: this turn's words were kept before, and nothing was written now
+
+
 MCP_TOOL_NAME = re.compile(r"mcp__[a-zA-Z0-9_-]{1,59}")  # §18.4: `mcp__<server>__<tool>`
 McpToolName = Annotated[
     str,

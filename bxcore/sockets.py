@@ -38,6 +38,7 @@ from bxcore.messages import (
     Notes,
     NotesQuery,
     OwnerMessage,
+    OwnerWords,
     PendingList,
     PendingQuery,
     SessionList,
@@ -56,14 +57,22 @@ from bxcore.messages import (
     Tools,
     ToolsQuery,
     VerdictRequest,
+    WordsKept,
 )
 
 # brokerd's `broker` socket: loopd's and memoryd's tool calls and label questions (§3.3).
 # A job's run is recorded there too (§19): loopd's word, checked and written by brokerd.
 BrokerRequest = (
-    ToolRequest | AwaitApproval | Absorb | StateQuery | ToolsQuery | JobStarted | JobEnded
+    ToolRequest
+    | AwaitApproval
+    | Absorb
+    | StateQuery
+    | ToolsQuery
+    | JobStarted
+    | JobEnded
+    | OwnerWords
 )
-BrokerAnswer = ToolResponse | State | Tools | JobRecorded | Error
+BrokerAnswer = ToolResponse | State | Tools | JobRecorded | WordsKept | Error
 
 # brokerd's `admin` socket: the owner's side (§3.6, §9, §13).
 AdminRequest = (

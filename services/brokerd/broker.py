@@ -8,7 +8,7 @@ by the desk, which this socket shares with the admin socket; a `write_file` is h
 preview, the file read in a worker thread before the pending decision is recorded (§12.2).
 A `tools_query` is answered with the MCP tools the judge decides now (pinned and unchanged,
 §18.4): what loopd offers the model. `job_started` and `job_ended` record a job's run (§19),
-each once per run, answered once durable.
+each once per run, answered once durable; `owner_words` is the words book's (`words`, §20).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from bxcore.messages import (
     NotesQuery,
     OfferedTool,
     Outcome,
+    OwnerWords,
     PendingQuery,
     State,
     StateQuery,
@@ -64,6 +65,7 @@ from services.brokerd.judge import Judge
 from services.brokerd.ledger import LedgerUnavailable
 from services.brokerd.preview_file import preview
 from services.brokerd.state import StateError, StateStore, answer_state
+from services.brokerd.words import WordsBook
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +102,7 @@ class Broker:
         judge: Judge,
         labels: StateStore,
         desk: Desk,
+        words: WordsBook,
     ) -> None:
         self.book = book
         self.committer = committer
@@ -117,6 +120,7 @@ class Broker:
             Route(ToolsQuery, self.tools),
             Route(JobStarted, self.job_started),
             Route(JobEnded, self.job_ended),
+            Route(OwnerWords, words.give),
         )
         self._jobs_lock = anyio.Lock()  # a run's record is looked for and written as one
 

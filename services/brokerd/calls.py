@@ -10,6 +10,7 @@ answer is never kept, since the call goes on after it.
 from __future__ import annotations
 
 from bxcore.bounded import Bounded
+from bxcore.ids import descends
 from bxcore.messages import Done, Outcome, Pending
 from bxcore.once import Once
 from services.brokerd.core.records import CallRecords
@@ -30,7 +31,8 @@ def _final(outcome: Outcome) -> bool:
 
 class CallBook(Once[Key, Outcome]):
     def __init__(self, ledger: Ledger, kept: int) -> None:
-        super().__init__(Bounded(kept, weigh=_size, budget=MAX_KEPT_BYTES), keep=_final)
+        self._answers: Bounded[Key, Outcome] = Bounded(kept, weigh=_size, budget=MAX_KEPT_BYTES)
+        super().__init__(self._answers, keep=_final)
         self.ledger = ledger
 
     def __repr__(self) -> str:
@@ -39,3 +41,18 @@ class CallBook(Once[Key, Outcome]):
     def lookup(self, key: Key) -> CallRecords | None:
         """The ledger's records of the call; `LedgerUnavailable` when it cannot say."""
         return self.ledger.lookup(*key)
+
+    def first_seen(self, session: str, text: str) -> str | None:
+        """The first call of `session` (or of one of its sub-agents) whose untrusted result,
+        still kept, holds `text` (§20: where a value the owner did not give came from); None
+        when no kept result does; looked for whatever its case."""
+        folded = text.lower()
+        for (owner, call), outcome in self._answers.items():
+            if (
+                isinstance(outcome, Done)
+                and outcome.label.untrusted
+                and descends(owner, session)
+                and (text in outcome.output or folded in outcome.output.lower())
+            ):
+                return call if owner == session else f"{call} of {owner}"
+        return None

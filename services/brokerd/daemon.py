@@ -52,6 +52,7 @@ from services.brokerd.mcp_runner import McpRunner
 from services.brokerd.own import own_places
 from services.brokerd.sandbox import Host
 from services.brokerd.state import StateStore
+from services.brokerd.words import WordsBook
 
 log = logging.getLogger("brokerd")
 
@@ -236,12 +237,16 @@ async def serve(ctx: Context) -> None:
     # The shared pieces first, then the handlers that use them: none reaches into another.
     labels = StateStore(home.state_broker)
     book = CallBook(ledger, config.broker.results_kept)
+    jobs = JobFolder(home.jobs)
+    words = WordsBook(committer, jobs)
     judge = Judge(
         labels,
         GrantsFolder(home.grants),
         own_places(home, config),
         mcp.catalog,
-        JobFolder(home.jobs),
+        jobs,
+        words=words.words_of,
+        seen=book.first_seen,
     )
     driver = Driver(committer, courier, labels, book)
     desk = Desk(
@@ -252,7 +257,13 @@ async def serve(ctx: Context) -> None:
         ttl_s=config.broker.approval_ttl_s,
     )
     broker = Broker(
-        book=book, committer=committer, driver=driver, judge=judge, labels=labels, desk=desk
+        book=book,
+        committer=committer,
+        driver=driver,
+        judge=judge,
+        labels=labels,
+        desk=desk,
+        words=words,
     )
     admin = Admin(desk=desk, judge=judge, ledger=ledger, memory=memoryd)
     loaded = anyio.Event()  # `ping` is answered at once; the rest once the ledger is read

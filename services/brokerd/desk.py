@@ -34,8 +34,10 @@ from bxcore.messages import (
     Pending,
     Scope,
     Settled,
+    TargetInfo,
     ToolResponse,
     VerdictRequest,
+    short,
 )
 from bxcore.tools import ToolName
 from services.brokerd.calls import CallBook, Key
@@ -53,6 +55,7 @@ from services.brokerd.core.call_events import Ask, Effect, Expired, Refuse, Sett
 from services.brokerd.core.grants import takes_write
 from services.brokerd.core.records import CallRecords
 from services.brokerd.core.replay import replay
+from services.brokerd.core.targets import Target, shown, value_at
 from services.brokerd.driver import Driver
 from services.brokerd.judge import Judge
 from services.brokerd.preview_file import preview
@@ -122,6 +125,7 @@ class Desk:
             preview=preview,
             write=winner.write if takes_write(call.tool) else None,
             job=self._job_of(call.session),
+            targets=target_infos(ask.ask.targets) if ask.ask.why is AskWhy.UNTRUSTED else None,
         )
         self._add(approval, call)
         self._publish(ApprovalRequested(approval.info()))
@@ -356,4 +360,22 @@ def _approval_of(decision: dict[str, object], ttl_ms: int) -> Approval:
         AskWhy(str(decision.get("why") or AskWhy.GRANT_ASKS.value)),
         requested,
         requested + ttl_ms,
+        targets=_recorded_targets(decision),
+    )
+
+
+def target_infos(targets: tuple[Target, ...]) -> tuple[TargetInfo, ...]:
+    return tuple(TargetInfo(t.at, short(t.shown()), short(t.origin)) for t in targets)
+
+
+def _recorded_targets(decision: dict[str, object]) -> tuple[TargetInfo, ...] | None:
+    """A pending decision's targets as the ledger recorded them, their values read back from
+    its arguments."""
+    recorded = decision.get("targets")
+    if not isinstance(recorded, list) or decision.get("why") != AskWhy.UNTRUSTED.value:
+        return None
+    arguments = str(decision["arguments"])
+    return tuple(
+        TargetInfo(e["at"], short(shown(value_at(arguments, e["at"]))), short(e["origin"]))
+        for e in recorded
     )

@@ -22,9 +22,9 @@ from pathlib import Path
 
 from services.brokerd.core.records import GENESIS, Head, Record
 
-INDEXED = frozenset({"decision", "verdict", "executed", "job_started", "job_ended"})
+INDEXED = frozenset({"decision", "verdict", "executed", "job_started", "job_ended", "owner_words"})
 _INDEXED_KINDS = tuple(f'{kind}"'.encode() for kind in sorted(INDEXED))
-SCHEMA_VERSION = "2"  # 2: job runs (issue 16)
+SCHEMA_VERSION = "3"  # 2: job runs (issue 16); 3: the owner's words (issue 24)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -45,6 +45,10 @@ CREATE TABLE IF NOT EXISTS approvals (
 CREATE TABLE IF NOT EXISTS jobs (
     job TEXT NOT NULL, run INTEGER NOT NULL, started INTEGER, ended INTEGER,
     PRIMARY KEY (job, run)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS words (
+    session TEXT NOT NULL, turn INTEGER NOT NULL, offset INTEGER NOT NULL,
+    PRIMARY KEY (session, turn)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS unsettled ON calls (decision)
     WHERE outcome = 'pending' AND verdict IS NULL;
@@ -166,6 +170,11 @@ class Index:
                 "UPDATE calls SET executed = ? WHERE session = ? AND call = ? AND executed IS NULL",
                 (offset, str(record["session"]), str(record["call"])),
             )
+        elif kind == "owner_words":
+            self._db.execute(
+                "INSERT OR IGNORE INTO words VALUES (?, ?, ?)",
+                (str(record["session"]), record["turn"], offset),
+            )
         elif kind in ("job_started", "job_ended"):
             column = "started" if kind == "job_started" else "ended"
             key = (str(record["job"]), record["run"])
@@ -244,8 +253,17 @@ class Index:
         ).fetchall()
         return [(row[0], row[1]) for row in reversed(rows)]
 
+    def words(self, session: str) -> list[tuple[int, int]]:
+        """Each turn of `session` whose owner's words were recorded, with where, in turn
+        order."""
+        rows = self._db.execute(
+            "SELECT turn, offset FROM words WHERE session = ? ORDER BY turn", (session,)
+        ).fetchall()
+        return [(row[0], row[1]) for row in rows]
+
     def reset(self) -> None:
         """Forget everything: the ledger will be read again from its first line."""
+        self._db.execute("DELETE FROM words")
         self._db.execute("DELETE FROM jobs")
         self._db.execute("DELETE FROM calls")
         self._db.execute("DELETE FROM approvals")

@@ -42,6 +42,11 @@ class JobFolder:
             return None
         return scope_of(session, self._job(run[0]), {grant.id for grant in grants})
 
+    def prompt(self, job_id: str) -> str | None:
+        """The prompt of job `job_id` as its file says now; None when it has no valid file."""
+        job = self._job(job_id)
+        return job.prompt if isinstance(job, Job) else None
+
     def _job(self, job_id: str) -> Job | InvalidJob | None:
         path = self.folder / f"{job_id}.toml"
         try:

@@ -7,6 +7,7 @@ names (`JobFolder`, §19); and the decision on them (`job_scope.decide`, which i
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,6 +15,8 @@ from bxcore import mcp_tools
 from bxcore.labels import Label
 from services.brokerd.core import job_scope, policy
 from services.brokerd.core.job_scope import JobScope
+from services.brokerd.core.owner_words import NO_WORDS, Words
+from services.brokerd.core.targets import UNKNOWN, Target
 from services.brokerd.core.view import NO_PLACES, OwnPlaces
 from services.brokerd.grants_folder import GrantsFolder
 from services.brokerd.job_folder import JobFolder
@@ -28,6 +31,8 @@ class Judge:
         own: OwnPlaces = NO_PLACES,
         mcp: Callable[[], mcp_tools.Catalog] = lambda: mcp_tools.NO_TOOLS,
         jobs: JobFolder | None = None,
+        words: Callable[[str], Words] = lambda session: NO_WORDS,
+        seen: Callable[[str, str], str | None] = lambda session, text: None,
     ) -> None:
         self.labels = labels
         self.grants = grants
@@ -35,6 +40,33 @@ class Judge:
         self.mcp = mcp  # the MCP tools as they are now (§18.3)
         # the jobs folder beside the grants folder, as `Home` lays them out (§2.2)
         self.jobs = jobs if jobs is not None else JobFolder(Path(grants.folder).parent / "jobs")
+        self.words = words  # the owner's words of a session (§20)
+        self.seen = seen  # the call whose untrusted result first held a text, if kept
+
+    def _words(self, session: str, label: Label) -> Words:
+        """The session's owner's words, looked up only where they can matter (§20)."""
+        return self.words(session) if label.untrusted else NO_WORDS
+
+    def traced(self, session: str, decision: policy.Decision) -> policy.Decision:
+        """`decision` with each target the owner did not give named by the result it first
+        appeared in (`untrusted: call <id>`), where a kept result holds it (§20)."""
+        if not isinstance(decision, policy.Ask) or not any(
+            t.origin == UNKNOWN for t in decision.targets
+        ):
+            return decision
+        return dataclasses.replace(
+            decision, targets=tuple(self._origin(session, t) for t in decision.targets)
+        )
+
+    def _origin(self, session: str, target: Target) -> Target:
+        if target.origin != UNKNOWN or isinstance(target.value, bool):
+            return target
+        call = self.seen(session, str(target.value))
+        return (
+            target
+            if call is None
+            else dataclasses.replace(target, origin=f"untrusted: call {call}")
+        )
 
     def __repr__(self) -> str:
         return f"Judge({self.labels!r}, {self.grants!r}, {self.jobs!r})"
@@ -55,9 +87,10 @@ class Judge:
         grants = self.grants.current().valid
         scope = self.jobs.scope(session, grants)
         decision = job_scope.decide(
-            label, tool, arguments, grants, scope, own=self.own, mcp=self.mcp_for(tool)
-        )
-        return label, decision
+            label, tool, arguments, grants, scope, own=self.own, mcp=self.mcp_for(tool),
+            words=self._words(session, label),
+        )  # fmt: skip
+        return label, self.traced(session, decision)
 
     def redecide(self, session: str, tool: str, arguments: str) -> policy.Decision:
         """An approved call decided again now (§9.2); `StateError` as `decide`."""
@@ -65,7 +98,8 @@ class Judge:
         grants = self.grants.current().valid
         scope = self.jobs.scope(session, grants)
         mcp = self.mcp_for(tool)
-        return job_scope.redecide(label, tool, arguments, grants, scope, self.own, mcp)
+        words = self._words(session, label)
+        return job_scope.redecide(label, tool, arguments, grants, scope, self.own, mcp, words)
 
     def approved(self, ask: policy.Ask) -> policy.Allowed:
         """What a call the owner approved for its whole session runs as (§9.2)."""
@@ -80,6 +114,13 @@ class Judge:
             names = ", ".join(g.id for g in grants.invalid)
             trace.append(f"invalid grants, never matching: {names}")
         scope = self.jobs.scope(session, grants.valid)
-        return job_scope.decide(
-            label, tool, arguments, grants.valid, scope, trace, self.own, self.mcp_for(tool)
-        )
+        decision = job_scope.decide(
+            label, tool, arguments, grants.valid, scope, trace, self.own, self.mcp_for(tool),
+            self._words(session, label),
+        )  # fmt: skip
+        traced = self.traced(session, decision)
+        if isinstance(traced, policy.Ask) and traced is not decision:
+            trace.append(
+                "where each target came from: " + "; ".join(t.said() for t in traced.targets)
+            )
+        return traced

@@ -41,7 +41,7 @@ from services.brokerd.ledger_scan import (
     cause,
     mismatch,
     read_call,
-    read_job,
+    read_named,
     tail,
 )
 from services.brokerd.ledger_start import INDEX_FILE
@@ -511,7 +511,21 @@ class Ledger:
             found = index.job_runs(job, runs) if run is None else [index.job_run(job, run)]
             offsets = [offset for pair in found for offset in pair if offset is not None]
             with os.fdopen(os.dup(self._reader), "rb") as f:
-                records = read_job(f, job, offsets)
+                records = read_named(f, "job", job, offsets)
+        if isinstance(records, str):
+            raise LedgerUnavailable(records)
+        return records
+
+    def owner_words(self, session: str) -> list[Record]:
+        """The `owner_words` records of `session`, in turn order (§20)."""
+        with self._lock, INDEX_ERRORS:
+            self._readable()
+            index = self._indexed()
+            if index is None or self._reader is None:
+                return []
+            offsets = [offset for _, offset in index.words(session)]
+            with os.fdopen(os.dup(self._reader), "rb") as f:
+                records = read_named(f, "session", session, offsets)
         if isinstance(records, str):
             raise LedgerUnavailable(records)
         return records

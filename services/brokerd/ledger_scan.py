@@ -1,6 +1,6 @@
 """Reading the ledger's file (SPEC §7): its lines from any point, a chain walk from a record it
 trusts (`scan`: every line parsed; `verify` walks faster), one line found by where it ends, a
-call's or a job's records read back where the index says (`read_call`, `read_job`), the last
+call's or a job's records read back where the index says (`read_call`, `read_named`), the last
 records (`tail`); the ledger's one error, `LedgerUnavailable`, and the index's errors made into
 it (`INDEX_ERRORS`).
 
@@ -183,12 +183,13 @@ def _record_at(f: BinaryIO, offset: int) -> Record | str:
     return record
 
 
-def read_job(f: BinaryIO, job: str, offsets: list[int]) -> list[Record] | str:
-    """`job`'s records, read back at the offsets the index gave, or why not, in one line."""
+def read_named(f: BinaryIO, key: str, value: str, offsets: list[int]) -> list[Record] | str:
+    """The records whose `key` is `value` (a job's runs, a session's owner's words), read
+    back at the offsets the index gave, or why not, in one line."""
     records = [parse_line(read_line_at(f, offset)) for offset in offsets]
     for offset, record in zip(offsets, records, strict=True):
-        if isinstance(record, str) or record.get("job") != job:
-            return f"the record at byte {offset} is not the job record the index names"
+        if isinstance(record, str) or record.get(key) != value:
+            return f"the record at byte {offset} is not the {key}'s record the index names"
     return [record for record in records if not isinstance(record, str)]
 
 

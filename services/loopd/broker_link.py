@@ -1,7 +1,8 @@
-"""What a turn asks brokerd (SPEC §9.3, §18.4, §6.4): each tool call, sent as `tool_request` and
-long-polled with `await_approval` while its approval is pending; the MCP tools brokerd decides
-now, the list it gave last kept while it does not answer; a sub-agent's label taken on by its
-parent (`absorb`). It decides nothing and writes no history: the turn records what comes back.
+"""What a turn asks brokerd (SPEC §9.3, §18.4, §6.4, §20): each tool call, sent as `tool_request`
+and long-polled with `await_approval` while its approval is pending, the owner's words of the
+session's turns sent before it (`owner_words`); the MCP tools brokerd decides now, the list it
+gave last kept while it does not answer; a sub-agent's label taken on by its parent (`absorb`).
+It decides nothing and writes no history: the turn records what comes back.
 A brokerd that does not answer at all is `BrokerGone`, and the turn stops.
 """
 
@@ -10,26 +11,30 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from bxcore import wire
+from bxcore.bounded import Bounded
 from bxcore.client import Client, ProtocolError, Unreachable
 from bxcore.config import Config
 from bxcore.deny import DenyReason
 from bxcore.messages import (
+    MAX_OWNER_WORDS,
     Absorb,
     AwaitApproval,
     Denied,
     Error,
     Failed,
     Outcome,
+    OwnerWords,
     Pending,
     State,
     ToolRequest,
     ToolResponse,
     Tools,
     ToolsQuery,
+    WordsKept,
 )
 from services.loopd.history import Call
 from services.loopd.model import Offer
@@ -42,6 +47,7 @@ WAIT_MS = 30_000  # one long poll for an approval (§9.3)
 TOO_LARGE = "invalid argument shape: the arguments are too large to send to the broker"
 TOOLS_WAIT_S = 2.0  # how long a turn waits for brokerd's MCP tools before asking the model
 TOOLS_QUIET_S = 30.0  # after brokerd did not answer it, how long turns use the last list
+WORDS_SESSIONS = 4096  # sessions whose turns' words brokerd is known to hold
 
 
 class BrokerGone(Exception):
@@ -63,6 +69,7 @@ class BrokerLink:
         self._clock = clock
         self._mcp_known: list[Offer] = []  # the MCP tools brokerd offered last
         self._mcp_quiet_until = -float("inf")  # brokerd did not answer: not asked until then
+        self._words_kept: Bounded[str, set[int]] = Bounded(WORDS_SESSIONS, recency=True)
 
     def __repr__(self) -> str:
         return f"BrokerLink({len(self._mcp_known)} MCP tools known)"
@@ -102,6 +109,39 @@ class BrokerLink:
             return Failed(f"brokerd refused the request: {answer.message}")
         return Failed(f"brokerd answered {type(answer).__name__}")
 
+    async def owner_words(self, session: str, said: Mapping[int, str]) -> None:
+        """Give brokerd each turn's owner's words (`said`: turn → what the owner typed) it is
+        not known to hold yet, oldest first (§20): before a tool call, so that brokerd can
+        tell the owner's values from the rest. A turn brokerd refuses or does not answer is
+        asked again before the next call; meanwhile the call is decided without those words
+        (it asks the owner where they would have mattered)."""
+        kept = self._words_kept.get(session)
+        if kept is None:
+            kept = set()
+            self._words_kept.put(session, kept)
+        missing = sorted(turn for turn in said if turn not in kept)
+        if not missing:
+            return
+        client = self._broker()
+        try:
+            for turn in missing:
+                text = _fit(said[turn], MAX_OWNER_WORDS)
+                try:
+                    answer = await client.request(OwnerWords(_rid(), session, turn, text), tries=2)
+                except (Unreachable, ProtocolError) as error:
+                    log.warning(
+                        "%s: the owner's words of turn %d were not given: %s", session, turn, error
+                    )
+                    return
+                if isinstance(answer, WordsKept):
+                    kept.add(turn)
+                else:
+                    log.warning(
+                        "%s: brokerd did not keep turn %d's words: %r", session, turn, answer
+                    )
+        finally:
+            client.close()
+
     async def mcp_tools(self) -> list[Offer]:
         """The MCP tools brokerd decides now (§18.4); none when it does not take the question
         (its refusal is logged); the last list when it does not answer (a brokerd restarting,
@@ -134,6 +174,12 @@ class BrokerLink:
         finally:
             client.close()
         return isinstance(absorbed, State)
+
+
+def _fit(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` bytes of UTF-8, on a character's edge."""
+    data = text.encode("utf-8", "replace")
+    return text if len(data) <= limit else data[:limit].decode("utf-8", "ignore")
 
 
 def _rid() -> str:

@@ -292,6 +292,8 @@ class Turns:
             if tool == "?":  # no tool has such a name, and the wire cannot carry it
                 outcome: FinalOutcome = Denied(DenyReason.UNKNOWN_TOOL)
             else:
+                if depth == 0:  # a sub-agent's words are its parent's (its task is the model's)
+                    await self.brokerd.owner_words(session.session, session.owner_text)
                 outcome = await self.brokerd.call(
                     session.session,
                     call,

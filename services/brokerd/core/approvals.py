@@ -16,7 +16,7 @@ from dataclasses import replace
 from bxcore.clock import rfc3339
 from bxcore.frozen import frozen
 from bxcore.labels import Label
-from bxcore.messages import ApprovalInfo, ApprovalState, AskWhy
+from bxcore.messages import ApprovalInfo, ApprovalState, AskWhy, TargetInfo
 
 ALPHABET = "abcdefghijklmnopqrstuvwxyz23456789"
 ID_LENGTH = 8
@@ -66,6 +66,7 @@ class Approval:
     preview: str | None = None  # write_file: what it would change (§12.2), not in the ledger
     write: bool | None = None  # shell: whether its winner binds the folder writable (issue 15)
     job: str | None = None  # a job's run: whose, and the grants it sees (§19), not in the ledger
+    targets: tuple[TargetInfo, ...] | None = None  # asked because untrusted: each target (§20)
 
     def info(self) -> ApprovalInfo:
         return ApprovalInfo(
@@ -82,6 +83,7 @@ class Approval:
             self.preview,
             self.write,
             self.job,
+            self.targets,
         )
 
     def __repr__(self) -> str:

@@ -45,6 +45,7 @@ from services.brokerd.grants_folder import GrantsFolder
 from services.brokerd.judge import Judge
 from services.brokerd.ledger import Ledger
 from services.brokerd.state import StateStore
+from services.brokerd.words import WordsBook
 
 pytestmark = pytest.mark.anyio
 TTL_S = 60.0
@@ -140,9 +141,11 @@ class running_box:
             clock=lambda: now[0],
         )  # fmt: skip
         desk.rebuild(ledger.unsettled(), ledger.scoped())
+        words = WordsBook(committer, judge.jobs)
         broker = Broker(
-            book=book, committer=committer, driver=driver, judge=judge, labels=labels, desk=desk
-        )
+            book=book, committer=committer, driver=driver, judge=judge, labels=labels, desk=desk,
+            words=words,
+        )  # fmt: skip
         self._tasks = anyio.create_task_group()
         await self._tasks.__aenter__()
         self._tasks.start_soon(desk.run)

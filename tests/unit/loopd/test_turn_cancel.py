@@ -23,6 +23,7 @@ from bxcore.messages import (
     Done,
     EndReason,
     OwnerSaid,
+    OwnerWords,
     Pending,
     State,
     ToolCalled,
@@ -34,6 +35,7 @@ from bxcore.messages import (
     ToolsQuery,
     TurnEnd,
     TurnEvent,
+    WordsKept,
 )
 from services.loopd.history import SessionLog
 from services.loopd.model import Message, Offer, Reply, ToolCall, ToolResult, User
@@ -89,6 +91,8 @@ class Broker:
         self.closed = 0
 
     async def request(self, message: Any, **_: Any) -> Any:
+        if isinstance(message, OwnerWords):  # kept, and not counted among the calls
+            return WordsKept(message.id, message.session, message.turn, True)
         self.sent.append(message)
         if isinstance(message, ToolsQuery):
             return Tools(message.id, ())
