@@ -12,6 +12,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from bxcore.config_mcp import valid_server_name
@@ -234,15 +235,23 @@ def compare(pins: Pins | None, listed: Iterable[ToolDef]) -> Comparison:
 class Catalog:
     """The MCP tools as brokerd decides them (§18.3, §18.4), by model name: `tools` are pinned
     and unchanged (offered, decidable); `changed` were last listed new or changed (a rug pull:
-    `unknown_tool` with the `CHANGED` detail). Anything else is no tool at all."""
+    `unknown_tool` with the `CHANGED` detail). Anything else is no tool at all. `pinned`: each
+    server's pins whole, changed tools too, which the grants' `[match]` keys are checked
+    against (`services.brokerd.core.grant_check`), as `bxctl` checks them offline."""
 
     tools: Mapping[str, ToolDef]
     changed: frozenset[str] = frozenset()
+    pinned: Mapping[str, Pins] | None = None  # a default must be hashable: None is no pins
+
+    @property
+    def pins(self) -> Mapping[str, Pins]:
+        return self.pinned or NO_PINS
 
     def __repr__(self) -> str:
         return f"Catalog({len(self.tools)} tools, {len(self.changed)} changed)"
 
 
+NO_PINS: Mapping[str, Pins] = MappingProxyType({})
 NO_TOOLS = Catalog({})
 
 
@@ -270,4 +279,4 @@ def build_catalog(
             name = model_name(server, tool_name)
             if name is not None:
                 changed.add(name)
-    return Catalog(tools, frozenset(changed)), tuple(left_out)
+    return Catalog(tools, frozenset(changed), MappingProxyType(dict(pins))), tuple(left_out)
