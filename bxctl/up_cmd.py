@@ -178,6 +178,8 @@ def _up_foreground(home: Home, config: Config, specs: Sequence[ServiceSpec]) -> 
         fail(str(error))
     supervisor.on_child = box.child
     rotate_if_over(home.log("supervisor"))
+    # made 0600 first, as the detached supervisor's log is: FileHandler would follow the umask
+    os.close(os.open(home.log("supervisor"), os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
     handler = logging.FileHandler(home.log("supervisor"))
     handler.setFormatter(logging.Formatter("%(asctime)s supervisor %(message)s"))
     logger = logging.getLogger("supervisor")
