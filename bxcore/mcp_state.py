@@ -52,6 +52,12 @@ def pins(home: Home, name: str) -> Pins | None:
         return None
 
 
+def configured_pins(home: Home) -> dict[str, Pins]:
+    """The pins of every `[[mcp]]` server of config.toml that has some, as brokerd reads them
+    (the grants' `[match]` keys are checked against these offline, as brokerd checks them)."""
+    return {name: found for name in configured(home) if (found := pins(home, name)) is not None}
+
+
 def comparison(home: Home, name: str) -> Comparison | None:
     """The latest listing against the pins; None while brokerd has listed nothing."""
     try:

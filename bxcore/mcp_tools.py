@@ -263,20 +263,29 @@ def compare(pins: Pins | None, listed: Iterable[ToolDef]) -> Comparison:
 class Catalog:
     """The MCP tools as brokerd decides them (§18.3, §18.4), by model name: `tools` are pinned
     and unchanged (offered, decidable); `changed` were last listed new or changed (a rug pull:
-    `unknown_tool` with the `CHANGED` detail). Anything else is no tool at all."""
+    `unknown_tool` with the `CHANGED` detail). Anything else is no tool at all. `pinned`: each
+    server's pins whole, changed tools too, which the grants' `[match]` keys are checked
+    against (`services.brokerd.core.grant_check`), as `bxctl` checks them offline."""
 
     tools: Mapping[str, ToolDef]
     changed: frozenset[str] = frozenset()
-    roles: Mapping[str, Roles] | None = None  # by model name, as pinned
+    pinned: Mapping[str, Pins] | None = None  # a default must be hashable: None is no pins
+
+    @property
+    def pins(self) -> Mapping[str, Pins]:
+        return self.pinned or NO_PINS
 
     def roles_of(self, tool: str) -> Roles:
         """The pinned roles of the tool the model calls `tool` (§20)."""
-        return NO_ROLES if self.roles is None else self.roles.get(tool, NO_ROLES)
+        split = split_name(tool)
+        pins = None if split is None else self.pins.get(split[0])
+        return NO_ROLES if pins is None or split is None else pins.roles_of(split[1])
 
     def __repr__(self) -> str:
         return f"Catalog({len(self.tools)} tools, {len(self.changed)} changed)"
 
 
+NO_PINS: Mapping[str, Pins] = MappingProxyType({})
 NO_TOOLS = Catalog({})
 
 
@@ -286,7 +295,6 @@ def build_catalog(
     """The catalog from each server's pins and, where it has been listed, its comparison; and
     the tools left out because their model name would not fit (for a log line, §18.4)."""
     tools: dict[str, ToolDef] = {}
-    roles: dict[str, Roles] = {}
     changed: set[str] = set()
     left_out: list[str] = []
     for server, pinned in sorted(pins.items()):
@@ -300,10 +308,9 @@ def build_catalog(
                 changed.add(name)
             else:
                 tools[name] = tool
-                roles[name] = pinned.roles_of(tool_name)
     for server, listing in sorted(listings.items()):
         for tool_name in listing.new:
             name = model_name(server, tool_name)
             if name is not None:
                 changed.add(name)
-    return Catalog(tools, frozenset(changed), roles), tuple(left_out)
+    return Catalog(tools, frozenset(changed), MappingProxyType(dict(pins))), tuple(left_out)

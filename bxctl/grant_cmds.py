@@ -1,7 +1,8 @@
 """`bxctl grant list | add | rm | check` (SPEC §13, §5.1): the owner's grants, read offline.
 
-bxctl reads the grants folder itself with brokerd's pure parser, so what it shows is exactly
-what brokerd will decide by; brokerd sees any change at its next decision.
+bxctl reads the grants folder itself with brokerd's pure parser and checks it against the
+owner's pins with brokerd's own check (`grant_check`), so what it shows is exactly what brokerd
+will decide by; brokerd sees any change at its next decision.
 """
 
 from __future__ import annotations
@@ -12,10 +13,13 @@ from typing import Annotated, Any
 import typer
 
 from bxcore.home import Home
+from bxcore.mcp_state import configured_pins
 from bxctl.init import make_folder
 from bxctl.output import fail, print_json, say, table
 from bxctl.safety import grant_warnings
-from services.brokerd.core.grants import Grant, InvalidGrant, takes_write
+from services.brokerd.core import grant_check
+from services.brokerd.core.grant_check import CheckedGrants, denies_said
+from services.brokerd.core.grants import KINDS_SAID, RESULTS_SAID, Grant, InvalidGrant, takes_write
 from services.brokerd.grant_files import (
     GrantFields,
     GrantRefused,
@@ -35,9 +39,26 @@ def _home(ctx: typer.Context) -> Home:
     return home
 
 
+def checked_grants(home: Home) -> CheckedGrants:
+    """The grants folder as brokerd decides by it: parsed, then checked against the pins of
+    the servers of config.toml."""
+    return grant_check.check(read_folder(home.grants), configured_pins(home))
+
+
+def problem_text(grant: InvalidGrant) -> str:
+    """Why a grant is invalid and, for a deny, what it denies meanwhile."""
+    return "; ".join(part for part in (grant.problem, denies_said(grant)) if part)
+
+
 def grant_json(grant: Grant | InvalidGrant) -> dict[str, Any]:
     if isinstance(grant, InvalidGrant):
-        return {"id": grant.id, "valid": False, "problem": grant.problem, "sha256": grant.sha256}
+        return {
+            "id": grant.id,
+            "valid": False,
+            "problem": grant.problem,
+            "denies": list(grant.denies),
+            "sha256": grant.sha256,
+        }
     return {
         "id": grant.id,
         "valid": True,
@@ -70,7 +91,7 @@ def scope_text(grant: Grant) -> str:
 @app.command("list")
 def list_(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """Every grant, the invalid ones flagged with why."""
-    grants = read_folder(_home(ctx).grants)
+    grants = checked_grants(_home(ctx))
     everything: list[Grant | InvalidGrant] = sorted(
         [*grants.valid, *grants.invalid], key=lambda g: g.id
     )
@@ -84,7 +105,7 @@ def list_(ctx: typer.Context, as_json: JsonOption = False) -> None:
     styles: dict[int, str] = {}
     for index, grant in enumerate(everything):
         if isinstance(grant, InvalidGrant):
-            rows.append([grant.id, "INVALID", "", "", "", "", grant.problem])
+            rows.append([grant.id, "INVALID", "", "", "", "", problem_text(grant)])
             styles[index] = "red"
         else:
             scope = scope_text(grant) or "(any)"
@@ -95,25 +116,38 @@ def list_(ctx: typer.Context, as_json: JsonOption = False) -> None:
 
 @app.command()
 def check(ctx: typer.Context, as_json: JsonOption = False) -> None:
-    """Check every grant file; exit 1 when any is invalid, naming why. Also warn of grants
-    over boxmaker's own files and of grants of one folder that disagree on its label."""
-    grants = read_folder(_home(ctx).grants)
+    """Check every grant file, and every MCP grant's `[match]` against its tool's pins; exit 1
+    when any is invalid, naming why (and, for a deny, that it denies its whole tool until it
+    is mended). Also warn of grants over boxmaker's own files and of grants of one folder
+    that disagree on its label, and say what each kind of an MCP grant means."""
+    grants = checked_grants(_home(ctx))
     warnings = grant_warnings(_home(ctx))
+    mcp = [g for g in sorted(grants.valid, key=lambda g: g.id) if g.mcp]
     if as_json:
         print_json(
             {
                 "valid": len(grants.valid),
-                "invalid": [{"id": g.id, "problem": g.problem} for g in grants.invalid],
-                "mcp": [grant_json(g) for g in sorted(grants.valid, key=lambda g: g.id) if g.mcp],
+                "invalid": [
+                    {"id": g.id, "problem": g.problem, "denies": list(g.denies)}
+                    for g in grants.invalid
+                ],
+                "unchecked": [{"id": gid, "why": why} for gid, why in grants.unchecked],
+                "mcp": [grant_json(g) for g in mcp],
+                "kinds": {**dict(KINDS_SAID), "any": RESULTS_SAID},
                 "warnings": warnings,
             }
         )
     else:
         for grant in grants.invalid:
-            say(f"invalid: {grant.id}: {grant.problem}", style="red")
-        for valid in sorted(grants.valid, key=lambda g: g.id):
-            if valid.mcp:
-                say(f"mcp: {valid.id}: {valid.mode} {valid.tool} {scope_text(valid)}")
+            say(f"invalid: {grant.id}: {problem_text(grant)}", style="red")
+        for grant_id, why in grants.unchecked:
+            say(f"unchecked: {grant_id}: its [match] cannot be checked yet: {why}", style="yellow")
+        for valid in mcp:
+            say(f"mcp: {valid.id}: {valid.mode} {valid.tool} {scope_text(valid)}")
+        if mcp:
+            for kind, meaning in KINDS_SAID:
+                say(f"kind {kind}: {meaning}")
+            say(RESULTS_SAID)
         for line in warnings:
             say(f"warning: {line}", style="yellow")
         if not grants.invalid:
@@ -173,7 +207,8 @@ def add(
         )
         make_folder(home.root)
         make_folder(home.grants)
-        grant = add_grant(home.grants, grant_id, fields, "`bxctl grant add`")
+        pins = configured_pins(home)
+        grant = add_grant(home.grants, grant_id, fields, "`bxctl grant add`", pins)
     except GrantRefused as error:
         fail(str(error))
     say(f"added {grant_id}: {grant.mode} {grant.tool} {scope_text(grant)}".rstrip())

@@ -18,6 +18,7 @@ from bxcore.home import Home
 from bxcore.mcp_tools import ToolDef
 from bxctl import mcp_pins
 from bxctl.output import fail, is_terminal, print_json, say, table
+from services.brokerd.core.grants import KINDS_SAID, RESULTS_SAID
 
 app = typer.Typer(help="MCP servers: their tools, and what the owner trusts.", no_args_is_help=True)
 
@@ -128,6 +129,10 @@ def _show_all(home: Home, name: str, tools: tuple[ToolDef, ...]) -> int:
             flagged += 1
             say("  WARNING: hidden characters: " + "; ".join(hidden), style="bold red")
         say("")
+    say(f"A grant of a tool of {name} says its kind (`--kind`; the hint above is not trusted):")
+    for kind, meaning in KINDS_SAID:
+        say(f"  {kind}: {meaning}")
+    say(f"  {RESULTS_SAID}")
     return flagged
 
 

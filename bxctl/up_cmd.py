@@ -26,6 +26,7 @@ from bxctl import model_reach, pidfile
 from bxctl.box_view import StartView, show_started, warn
 from bxctl.console_cmd import console_hint
 from bxctl.demo import prepare as prepare_demo
+from bxctl.grant_cmds import checked_grants
 from bxctl.init import init_home
 from bxctl.logs import rotate_if_over, tail
 from bxctl.output import fail, say
@@ -34,7 +35,7 @@ from bxctl.specs import ServiceSpec, parse_specs
 from bxctl.supervisor import Supervisor, SupervisorError
 from bxctl.supervisor import main as supervisor_main
 from bxctl.supervisor_link import NoAnswer, ask, request_id, running, status_report
-from services.brokerd.grants_folder import read_folder
+from services.brokerd.core.grant_check import said
 
 UP_TIMEOUT_S = 180.0  # a service may take 10 s to answer, and back off five times
 
@@ -51,8 +52,8 @@ def _check_home(home: Home) -> Config:
         config = load_config(home.config)
     except ConfigError as error:
         fail(f"{error}; nothing was started")
-    for grant in read_folder(home.grants).invalid:
-        warn(f"grant {grant.id} is invalid and never matches: {grant.problem}")
+    for grant in checked_grants(home).invalid:
+        warn(said(grant))
     return config
 
 
@@ -177,6 +178,8 @@ def _up_foreground(home: Home, config: Config, specs: Sequence[ServiceSpec]) -> 
         fail(str(error))
     supervisor.on_child = box.child
     rotate_if_over(home.log("supervisor"))
+    # made 0600 first, as the detached supervisor's log is: FileHandler would follow the umask
+    os.close(os.open(home.log("supervisor"), os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
     handler = logging.FileHandler(home.log("supervisor"))
     handler.setFormatter(logging.Formatter("%(asctime)s supervisor %(message)s"))
     logger = logging.getLogger("supervisor")

@@ -51,6 +51,7 @@ from bxcore.routes import Refusal, Route, Routes
 from bxcore.sockets import AdminAnswer, AdminRequest
 from bxcore.wire import MAX_MESSAGE, encode
 from services.brokerd.core import policy
+from services.brokerd.core.grant_check import denies_said
 from services.brokerd.core.grants import Grant, InvalidGrant, takes_write
 from services.brokerd.desk import Desk
 from services.brokerd.grant_files import (
@@ -61,7 +62,6 @@ from services.brokerd.grant_files import (
     parse_match,
     remove_grant,
 )
-from services.brokerd.grants_folder import read_folder
 from services.brokerd.judge import Judge
 from services.brokerd.ledger import Ledger, LedgerState, LedgerUnavailable
 from services.brokerd.state import StateError, answer_state
@@ -77,8 +77,9 @@ MAX_RECORDS_BYTES = MAX_MESSAGE - 64 * 1024
 
 
 def grant_info(grant: Grant | InvalidGrant) -> GrantInfo:
-    if isinstance(grant, InvalidGrant):
-        return GrantInfo(short(grant.id), grant.sha256, False, short(grant.problem))
+    if isinstance(grant, InvalidGrant):  # an invalid deny says what it denies meanwhile
+        problem = "; ".join(part for part in (grant.problem, denies_said(grant)) if part)
+        return GrantInfo(short(grant.id), grant.sha256, False, short(problem))
     return GrantInfo(
         grant.id,
         grant.sha256,
@@ -126,7 +127,8 @@ class Admin:
         return f"Admin({self.desk!r})"
 
     async def grants_reload(self, message: GrantsReload) -> GrantList:
-        grants = read_folder(self.judge.grants.folder)
+        """Every grant as brokerd decides by it now: checked against the pins too."""
+        grants = self.judge.checked(self.judge.mcp())
         every: list[Grant | InvalidGrant] = [*grants.valid, *grants.invalid]
         every.sort(key=lambda g: g.id)
         return GrantList(message.id, tuple(grant_info(g) for g in every))
@@ -147,8 +149,9 @@ class Admin:
                 parse_match(list(message.match or ())),
                 message.write,
             )
+            pins = self.judge.mcp().pins
             await anyio.to_thread.run_sync(
-                add_grant, folder, message.grant, fields, "the owner's console"
+                add_grant, folder, message.grant, fields, "the owner's console", pins
             )
         except GrantRefused as error:
             return Error(message.id, ErrorCode.INVALID, short(str(error)))

@@ -2,8 +2,9 @@
 and the console's **Add grant** / **Remove** (brokerd's `grant_add` / `grant_remove`).
 
 A grant is written from its fields as TOML, parsed back by the core's `parse_grant` (so what is
-written is exactly what brokerd will read), and linked into place without ever overwriting an
-existing grant. Every refusal is a `GrantRefused` with one line the owner reads.
+written is exactly what brokerd will read), checked against the owner's pins (`grant_check`: a
+`[match]` key its tool does not have is refused), and linked into place without ever
+overwriting an existing grant. Every refusal is a `GrantRefused` with one line the owner reads.
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from bxcore.config import toml_value
+from bxcore.mcp_tools import Pins
+from services.brokerd.core.grant_check import fit
 from services.brokerd.core.grants import Grant, InvalidGrant, MatchValue, parse_grant, valid_id
 
 FOLDER_MODE = 0o700
@@ -101,8 +105,12 @@ def grant_file_mode(folder_mode: int) -> int:
     return 0o640 if folder_mode & stat.S_IRGRP else FILE_MODE
 
 
-def check_grant(grant_id: str, fields: GrantFields, written_by: str) -> tuple[Grant, str]:
-    """The grant as brokerd will read it, and its file's text; GrantRefused when invalid."""
+def check_grant(
+    grant_id: str, fields: GrantFields, written_by: str, pins: Mapping[str, Pins]
+) -> tuple[Grant, str]:
+    """The grant as brokerd will read it, and its file's text; GrantRefused when invalid,
+    also when a `[match]` key does not fit its tool's pinned schema in `pins` (a tool not
+    pinned yet is not refused for that: it is checked once it is)."""
     if not valid_id(grant_id):
         raise GrantRefused(
             f"{grant_id!r} is not a grant id: use a-z, 0-9 and -, at most 64, not starting with -"
@@ -111,12 +119,18 @@ def check_grant(grant_id: str, fields: GrantFields, written_by: str) -> tuple[Gr
     parsed = parse_grant(grant_id, text.encode())
     if isinstance(parsed, InvalidGrant):
         raise GrantRefused(f"not added: {parsed.problem}")
+    problem = fit(parsed, pins).problem
+    if problem is not None:
+        raise GrantRefused(f"not added: {problem}")
     return parsed, text
 
 
-def add_grant(folder: Path, grant_id: str, fields: GrantFields, written_by: str) -> Grant:
-    """Write `{folder}/{grant_id}.toml`, durably, never over an existing grant."""
-    grant, text = check_grant(grant_id, fields, written_by)
+def add_grant(
+    folder: Path, grant_id: str, fields: GrantFields, written_by: str, pins: Mapping[str, Pins]
+) -> Grant:
+    """Write `{folder}/{grant_id}.toml`, durably, never over an existing grant; `pins`: the
+    owner's, that its `[match]` is checked against."""
+    grant, text = check_grant(grant_id, fields, written_by, pins)
     try:
         if not folder.exists():
             folder.mkdir(mode=FOLDER_MODE, parents=True)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bxcore import owner_toml
+from services.brokerd.core.grant_check import said
 from services.brokerd.core.grants import (
     MAX_GRANT_BYTES,
     Grant,
@@ -79,7 +80,7 @@ class GrantsFolder:
         for grant in self._grants.invalid:  # each version of an invalid grant, said once
             if (grant.id, grant.sha256) not in self._told:
                 self._told.add((grant.id, grant.sha256))
-                log.warning("grant %s is invalid and never matches: %s", grant.id, grant.problem)
+                log.warning("%s", said(grant))
 
     def _signature_now(self) -> tuple[Any, ...]:
         try:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,6 +101,8 @@ class Index:
     def _connect(self) -> sqlite3.Connection:
         target = str(self.path) if self.path is not None else ":memory:"
         try:
+            if self.path is not None:
+                _private_file(self.path)
             db = sqlite3.connect(target, isolation_level=None, check_same_thread=False)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")  # derived data: a lost tail is read again
@@ -111,7 +114,7 @@ class Index:
                 db.close()
                 raise IndexError_(f"index schema {version[0]}, not {SCHEMA_VERSION}")
             db.execute("BEGIN")
-        except sqlite3.Error as error:
+        except (sqlite3.Error, OSError) as error:
             raise IndexError_(f"cannot use {target}: {error}") from error
         return db
 
@@ -274,3 +277,14 @@ class Index:
         with contextlib.suppress(sqlite3.Error):
             self._db.execute("COMMIT")
         self._db.close()
+
+
+def _private_file(path: Path) -> None:
+    """The index file made 0600 before SQLite opens it (its -wal and -shm files copy that
+    mode), as the ledger beside it: SQLite alone would make it 0644 under the usual umask."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    fd = os.open(path, flags, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)

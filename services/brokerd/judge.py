@@ -1,19 +1,22 @@
 """The facts a decision is made of (SPEC §5.2): the session's label (`StateStore`), the grants
-as they are now (`GrantsFolder`), boxmaker's own places, and for a job's run the grants its job
-names (`JobFolder`, §19); and the decision on them (`job_scope.decide`, which is
-`policy.decide` confined to a job's grants). Shared by the broker socket, the desk and
-`explain`.
+as they are now (`GrantsFolder`), checked against the owner's pins (`grant_check`), boxmaker's
+own places, and for a job's run the grants its job names (`JobFolder`, §19); and the decision
+on them (`job_scope.decide`, which is `policy.decide` confined to a job's grants). Shared by
+the broker socket, the desk, the admin socket's grant list and `explain`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable
 from pathlib import Path
 
 from bxcore import mcp_tools
 from bxcore.labels import Label
-from services.brokerd.core import job_scope, policy
+from services.brokerd.core import grant_check, job_scope, policy
+from services.brokerd.core.grant_check import CheckedGrants
+from services.brokerd.core.grants import GrantSet
 from services.brokerd.core.job_scope import JobScope
 from services.brokerd.core.owner_words import NO_WORDS, Words
 from services.brokerd.core.targets import UNKNOWN, Target
@@ -21,6 +24,8 @@ from services.brokerd.core.view import NO_PLACES, OwnPlaces
 from services.brokerd.grants_folder import GrantsFolder
 from services.brokerd.job_folder import JobFolder
 from services.brokerd.state import StateStore
+
+log = logging.getLogger(__name__)
 
 
 class Judge:
@@ -42,6 +47,9 @@ class Judge:
         self.jobs = jobs if jobs is not None else JobFolder(Path(grants.folder).parent / "jobs")
         self.words = words  # the owner's words of a session (§20)
         self.seen = seen  # the call whose untrusted result first held a text, if kept
+        # the last check of the grants, with no pins (built-in tools) and with the pins now
+        self._checked: dict[bool, tuple[GrantSet, mcp_tools.Catalog, CheckedGrants]] = {}
+        self._told: set[tuple[str, str, str]] = set()
 
     def _words(self, session: str, label: Label) -> Words:
         """The session's owner's words, looked up only where they can matter (§20)."""
@@ -80,26 +88,46 @@ class Judge:
         `policy.decide` decides without them, so its decision never looks at the pins."""
         return self.mcp() if mcp_tools.split_name(tool) is not None else mcp_tools.NO_TOOLS
 
+    def checked(self, mcp: mcp_tools.Catalog) -> CheckedGrants:
+        """The grants now, checked against the pins of `mcp` (`grant_check`): made again only
+        when the grants or the catalog changed (each is a new object then), never per call.
+        A built-in tool's decision gets the check without pins, which is all it needs: no
+        MCP grant covers a built-in tool, and what blocks one does not depend on pins."""
+        grants = self.grants.current()
+        held = self._checked.get(mcp is mcp_tools.NO_TOOLS)
+        if held is not None and held[0] is grants and held[1] is mcp:
+            return held[2]
+        checked = grant_check.check(grants, mcp.pins)
+        self._checked[mcp is mcp_tools.NO_TOOLS] = (grants, mcp, checked)
+        for invalid in checked.found:  # the parser's findings are the folder's to log
+            if (invalid.id, invalid.sha256, invalid.problem) not in self._told:
+                self._told.add((invalid.id, invalid.sha256, invalid.problem))
+                log.warning("%s", grant_check.said(invalid))
+        return checked
+
     def decide(self, session: str, tool: str, arguments: str) -> tuple[Label, policy.Decision]:
         """The session's label and the decision on it; `StateError` when the label cannot
         be read."""
         label = self.labels.read(session)
-        grants = self.grants.current().valid
-        scope = self.jobs.scope(session, grants)
+        mcp = self.mcp_for(tool)
+        checked = self.checked(mcp)
+        scope = self.jobs.scope(session, self.grants.current().valid)
         decision = job_scope.decide(
-            label, tool, arguments, grants, scope, own=self.own, mcp=self.mcp_for(tool),
-            words=self._words(session, label),
+            label, tool, arguments, checked.valid, scope, None, self.own, mcp, checked.blocked,
+            self._words(session, label),
         )  # fmt: skip
         return label, self.traced(session, decision)
 
     def redecide(self, session: str, tool: str, arguments: str) -> policy.Decision:
         """An approved call decided again now (§9.2); `StateError` as `decide`."""
         label = self.labels.read(session)
-        grants = self.grants.current().valid
-        scope = self.jobs.scope(session, grants)
         mcp = self.mcp_for(tool)
+        checked = self.checked(mcp)
+        scope = self.jobs.scope(session, self.grants.current().valid)
         words = self._words(session, label)
-        return job_scope.redecide(label, tool, arguments, grants, scope, self.own, mcp, words)
+        return job_scope.redecide(
+            label, tool, arguments, checked.valid, scope, self.own, mcp, checked.blocked, words
+        )
 
     def approved(self, ask: policy.Ask) -> policy.Allowed:
         """What a call the owner approved for its whole session runs as (§9.2)."""
@@ -109,18 +137,24 @@ class Judge:
         self, session: str, label: Label, tool: str, arguments: str, trace: list[str]
     ) -> policy.Decision:
         """`decide` with every step written to `trace`, and nothing else touched."""
-        grants = self.grants.current()
-        if grants.invalid:
-            names = ", ".join(g.id for g in grants.invalid)
-            trace.append(f"invalid grants, never matching: {names}")
-        scope = self.jobs.scope(session, grants.valid)
+        mcp = self.mcp_for(tool)
+        checked = self.checked(mcp if mcp is not mcp_tools.NO_TOOLS else self.mcp())
+        never = [g.id for g in checked.invalid if not g.denies]
+        if never:
+            trace.append(f"invalid grants, never matching: {', '.join(never)}")
+        denying = [f"{g.id} ({', '.join(g.denies)})" for g in checked.invalid if g.denies]
+        if denying:
+            trace.append(
+                "invalid deny grants, each denying every call of what it names until it is "
+                f"mended: {', '.join(denying)}"
+            )
+        scope = self.jobs.scope(session, self.grants.current().valid)
         decision = job_scope.decide(
-            label, tool, arguments, grants.valid, scope, trace, self.own, self.mcp_for(tool),
+            label, tool, arguments, checked.valid, scope, trace, self.own, mcp, checked.blocked,
             self._words(session, label),
         )  # fmt: skip
         traced = self.traced(session, decision)
         if isinstance(traced, policy.Ask) and traced is not decision:
-            trace.append(
-                "where each target came from: " + "; ".join(t.said() for t in traced.targets)
-            )
+            said = "; ".join(target.said() for target in traced.targets)
+            trace.append(f"where each target came from: {said}")
         return traced

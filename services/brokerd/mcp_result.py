@@ -1,6 +1,8 @@
 """What the model reads of an MCP tool's result (SPEC §18.6): its text content, structured
 content as JSON text when there is no text, other content described, never shown; cut at
-1 MiB like a toolkit's output. `isError` is a result the model reads with `ok` false.
+1 MiB like a toolkit's output. `isError` is a result the model reads with `ok` false, in the
+shape of a built-in tool's failure (`read_file: /x: no such file`): the tool's name, then why
+(`error_text`).
 
 Pure: the result object a server answered (`mcp_wire`) in, an `Outcome` out.
 """
@@ -16,6 +18,7 @@ from services.brokerd.core import mcp_args
 
 MAX_OUTPUT = 1024 * 1024  # characters, as the toolkit's 1 MiB
 CUT_NOTE = "\n[… the result passed 1 MiB and was cut]"
+REPORTED = "the tool reported an error"
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,11 +44,17 @@ class ResultError(Exception):
 CONTENT = frozenset({"text", "image", "audio", "resource_link", "resource"})
 
 
-def read(result: Mapping[str, Any], ms: int, output_schema: str | None) -> Outcome:
-    """A `tools/call` result object, parsed strictly, as the model reads it; `ResultError`
-    when it is not a tool result. A tool that lists an `outputSchema` (here its canonical
-    JSON) must return structured content that holds to it unless `isError` (MCP's rule, which
-    the SDK's client kept)."""
+def error_text(tool: str, text: str) -> str:
+    """What the model reads of an `isError` result of `tool` (its model name): `{tool}: the
+    tool reported an error: {text}`, or without `: {text}` when the result says nothing."""
+    return f"{tool}: {REPORTED}: {text}" if text else f"{tool}: {REPORTED}"
+
+
+def read(result: Mapping[str, Any], ms: int, output_schema: str | None, tool: str) -> Outcome:
+    """A `tools/call` result object of `tool` (its model name), parsed strictly, as the model
+    reads it; `ResultError` when it is not a tool result. A tool that lists an `outputSchema`
+    (here its canonical JSON) must return structured content that holds to it unless
+    `isError` (MCP's rule, which the SDK's client kept)."""
     content = result.get("content")
     failed = result.get("isError", False)
     structured = result.get("structuredContent")
@@ -77,6 +86,8 @@ def read(result: Mapping[str, Any], ms: int, output_schema: str | None) -> Outco
     if not any(p for p in parts) and structured is not None:
         parts = [json.dumps(structured, ensure_ascii=False, sort_keys=True)]
     text = "\n".join(parts)
+    if failed:
+        text = error_text(tool, text)
     if len(text) > MAX_OUTPUT:
         text = text[:MAX_OUTPUT] + CUT_NOTE
     return Outcome(not failed, text, ms)

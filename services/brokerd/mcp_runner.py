@@ -42,7 +42,15 @@ from services.brokerd import mcp_result
 from services.brokerd.core.mcp_args import McpArgs
 from services.brokerd.core.policy import Allowed
 from services.brokerd.mcp_proxy import HostsProxy
-from services.brokerd.mcp_start import Instance, Launcher, StartFailed, describe, speak
+from services.brokerd.mcp_start import (
+    Instance,
+    Launcher,
+    StartFailed,
+    describe,
+    open_log,
+    speak,
+    tighten_log,
+)
 from services.brokerd.mcp_stdio import PipeError
 from services.brokerd.sandbox import Host
 from services.brokerd.watch import FolderWatch
@@ -185,6 +193,7 @@ class McpRunner:
                     await tasks.start(proxy.serve)
                 task_status.started()
                 for name in self.servers:
+                    tighten_log(self.home, name)  # one an older brokerd left 0644
                     tasks.start_soon(self._probe, name)
                 while True:
                     if report is not None:
@@ -255,8 +264,7 @@ class McpRunner:
     ) -> None:
         server = instance.server
         argv, env = self._launcher.command(server)  # StartFailed: before anything starts
-        self.home.logs.mkdir(parents=True, exist_ok=True)
-        with open(self.home.mcp_log(server.name), "a", encoding="utf-8") as errlog:
+        with open_log(self.home, server.name) as errlog:
             try:
                 await speak(instance, argv, env, errlog, task_status)
             except Exception as error:  # a server's end, whatever it was
@@ -317,7 +325,7 @@ class McpRunner:
                 return mcp_result.Outcome.failed(f"the MCP server {name} ended", started=True)
             result = await pipe.call(tool, args.text, timeout_s)
             ms = int((self.clock() - began) * 1000)
-            return mcp_result.read(result, ms, instance.outputs.get(tool))
+            return mcp_result.read(result, ms, instance.outputs.get(tool), args.tool)
         except TimeoutError:
             instance.stop.set()  # a server that hangs is stopped; the next call starts one
             return mcp_result.Outcome.failed(

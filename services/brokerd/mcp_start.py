@@ -3,7 +3,8 @@ an `[[mcp]]` entry, in its sandbox unless brokerd runs unconfined (`Launcher`); 
 and `tools/list` through the `mcp` SDK's ClientSession, and its pipe handed over for brokerd's
 own calls (`speak`); and the `Instance` that holds it all while the process lives.
 
-`mcp_runner` says when a process starts and stops, and for whom; here is only how.
+`mcp_runner` says when a process starts and stops, and for whom; here is only how, and where
+its standard error goes (`open_log`: 0600, as every log of the home).
 """
 
 from __future__ import annotations
@@ -27,6 +28,37 @@ from services.brokerd.mcp_stdio import ServerPipe
 from services.brokerd.sandbox import Host
 
 log = logging.getLogger(__name__)
+
+LOG_MODE = 0o600  # as every other log of the home (`bxctl status` warns of a more open one)
+
+
+def open_log(home: Home, name: str) -> TextIO:
+    """`{home}/logs/mcp-<name>.log` for appending: the owner's alone (0600), whatever the
+    umask, as are its folder (0700) and the other logs; an existing one is tightened."""
+    home.logs.mkdir(mode=0o700, parents=True, exist_ok=True)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(home.mcp_log(name), flags, LOG_MODE)
+    try:
+        os.fchmod(fd, LOG_MODE)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "a", encoding="utf-8")
+
+
+def tighten_log(home: Home, name: str) -> None:
+    """An existing log of server `name` made 0600 (one a brokerd before issue 23 made 0644)."""
+    try:
+        fd = os.open(home.mcp_log(name), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return  # none yet (or a link, which is not the box's)
+    try:
+        os.fchmod(fd, LOG_MODE)
+    except OSError as error:
+        log.warning("cannot make %s 0600: %s", home.mcp_log(name), error.strerror)
+    finally:
+        os.close(fd)
+
 
 START_S = 10.0  # initialize and tools/list (§18.2)
 

@@ -73,7 +73,9 @@ def test_git_add_and_commit_are_sinks_asked_when_untrusted_and_really_commit(
     home = init_home(short_tmp / "h", git_server(repo))
     grant(home, "git-read", "mcp__git__git_status", kind="source")
     grant(home, "git-write", "mcp__git__git_*", kind="sink", untrusted=False)
-    grant(home, "git-add", "mcp__git__git_add", kind="sink")
+    # what git_add answers is the owner's word that it is trusted: a sink's result raises the
+    # session by its grant's label like any other (issue 23), and the commit after it runs
+    grant(home, "git-add", "mcp__git__git_add", kind="sink", untrusted=False)
     grant(home, "git-commit", "mcp__git__git_commit", kind="sink")
     where = {"repo_path": str(repo)}
     with running("brokerd", home) as brokerd:
@@ -88,7 +90,7 @@ def test_git_add_and_commit_are_sinks_asked_when_untrusted_and_really_commit(
         message = "the second note, by the agent"
         done = call(brokerd, "s2", "c2", "mcp__git__git_commit", args(**where, message=message))
         assert isinstance(done, Done) and done.ok, done
-        assert done.label == Label(DataClass.PUBLIC, False)  # a pure sink raises nothing
+        assert done.label == Label(DataClass.PRIVATE, True)  # a sink's result raises too
     assert git(repo, "log", "-1", "--format=%s").strip() == message
     assert git(repo, "show", "HEAD:notes.md") == "first line\nsecond line\n"
     assert git(repo, "status", "--porcelain") == ""

@@ -50,7 +50,7 @@ from services.brokerd.core.call_events import (
     Unlabelled,
     Verdict,
 )
-from services.brokerd.core.grants import Grant
+from services.brokerd.core.grants import Grant, InvalidGrant
 from services.brokerd.core.records import Entry
 from services.brokerd.core.replay import replay
 from services.brokerd.core.targets import Target
@@ -224,7 +224,7 @@ def _record_decision(call: Call, event: Event) -> Step:
 def _decision(
     call: Call,
     outcome: records.DecisionOutcome,
-    grant: Grant | None,
+    grant: Grant | InvalidGrant | None,
     targets: tuple[Target, ...] = (),
     **more: str | None,
 ) -> Entry:

@@ -2,7 +2,9 @@
 `{home}/grants/`, parsed strictly.
 
 `parse_grant` is pure: a file's id and bytes in, a `Grant` or an `InvalidGrant` (with why, in
-one line) out. An invalid grant never matches anything. Reading the folder is the shell's
+one line) out. An invalid grant never matches anything; one that reads as a deny of a known
+tool says which (`InvalidGrant.denies`), for it then denies that whole tool (fail closed:
+`services.brokerd.core.grant_check`). Reading the folder is the shell's
 (`services.brokerd.grants_folder`).
 """
 
@@ -12,6 +14,8 @@ import enum
 import fnmatch
 import hashlib
 import math
+import re
+import tomllib
 from typing import Any
 
 from bxcore import mcp_tools
@@ -39,9 +43,11 @@ class Mode(enum.StrEnum):
 
 
 class McpKind(enum.StrEnum):
-    """What an MCP tool does, as the owner says (§18.5); the server's hints are never trusted."""
+    """What an MCP tool does, as the owner says (§18.5); the server's hints are never trusted.
+    It decides the flow and ask checks only: whatever the kind, a result raises the session
+    (issue 23: a reader granted as a sink must not launder what it read)."""
 
-    SOURCE = "source"  # reads: its result raises the session
+    SOURCE = "source"  # reads: no flow check, never asked for being untrusted
     SINK = "sink"  # writes or sends: the flow check and, when untrusted, the owner
     BOTH = "both"
 
@@ -49,9 +55,22 @@ class McpKind(enum.StrEnum):
     def sink(self) -> bool:
         return self is not McpKind.SOURCE
 
-    @property
-    def source(self) -> bool:
-        return self is not McpKind.SINK
+
+#: What each kind means, in the owner's words (`bxctl grant check`, `bxctl mcp show`).
+KINDS_SAID = (
+    ("source", "its result raises the session by the grant's class and untrusted"),
+    (
+        "sink",
+        "the flow check (the session's class must be at most the grant's) and, in an "
+        "untrusted session, the owner's approval of each call",
+    ),
+    ("both", "both (the default)"),
+)
+#: And what holds whatever the kind (issue 23).
+RESULTS_SAID = (
+    "whatever the kind, every result raises the session by the grant's class and untrusted, "
+    "a sink's too, an empty or failed one too: a reader granted as a sink launders nothing"
+)
 
 
 #: One allowed value of a `[match]` key: an exact JSON string or number, or `glob:` pattern.
@@ -121,9 +140,14 @@ def _allows(allowed: MatchValue, value: Any) -> bool:
 
 @frozen
 class InvalidGrant:
+    """A grant file that is no grant, and why. `denies`: the tools (names, or server
+    patterns) it names when it reads as a deny: being invalid, it denies every call of them
+    until it is mended, rather than none (fail closed, issue 23)."""
+
     id: str
     sha256: str
     problem: str
+    denies: tuple[str, ...] = ()
 
 
 @frozen
@@ -148,7 +172,46 @@ def parse_grant(grant_id: str, data: bytes) -> Grant | InvalidGrant:
     try:
         return _parse(grant_id, data, sha256)
     except _Invalid as problem:
-        return InvalidGrant(grant_id, sha256, str(problem))
+        return InvalidGrant(grant_id, sha256, str(problem), denies_named(data))
+
+
+def known_tool(tool: str) -> bool:
+    """A built-in tool's name, an MCP tool's (`mcp__<server>__<tool>`) or a server pattern."""
+    return tool in BROKERED or _mcp_tool(tool)
+
+
+def denies_named(data: bytes) -> tuple[str, ...]:
+    """The known tools a grant file that is invalid denies, as far as it can be read: its
+    `tool` when its `mode` is a deny (`"deny"`, in any case or spacing); for a file that is not even
+    TOML, every `tool = "…"` line before its first table, when a `mode = "deny"` line is
+    there too (docs/grants.md says why a broken file fails closed)."""
+    text = data[: MAX_GRANT_BYTES + 1].decode("utf-8", "replace")
+    try:
+        table = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return _scanned(text)
+    tool, mode = table.get("tool"), table.get("mode")
+    if not isinstance(tool, str) or not isinstance(mode, str) or mode.strip().lower() != Mode.DENY:
+        return ()
+    return (tool,) if known_tool(tool) else ()
+
+
+_TOOL_LINE = re.compile(r"""\s*["']?tool["']?\s*=\s*(["'])([^"'\\]*)\1\s*(#.*)?""")
+_DENY_LINE = re.compile(r"""\s*["']?mode["']?\s*=\s*(["'])\s*deny\s*\1\s*(#.*)?""", re.I)
+
+
+def _scanned(text: str) -> tuple[str, ...]:
+    """The line scan of a file TOML cannot read (`denies_named`)."""
+    tools: list[str] = []
+    deny = False
+    for line in text.splitlines():
+        if line.lstrip().startswith("["):
+            break  # a table: what follows is no longer the grant's own keys
+        if _DENY_LINE.fullmatch(line):
+            deny = True
+        elif (found := _TOOL_LINE.fullmatch(line)) and known_tool(found[2]):
+            tools.append(found[2])
+    return tuple(dict.fromkeys(tools)) if deny else ()
 
 
 class _Invalid(Exception):

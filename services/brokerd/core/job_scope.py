@@ -6,14 +6,15 @@ and their sub-agents) are decided against only the grants the job's file names.
 grants first, so that everything a grant means for every session still holds in a job's (a deny, a
 narrower `ask`, what a sandbox covers and the label of what it shows); then the grant that
 decided it must be one the job names, else the call is `no_grant`. So a job's run can never
-do more than the owner's own session could, and only through its own grants.
+do more than the owner's own session could, and only through its own grants. An invalid deny
+that denies a whole tool (`core.grant_check`) denies it in a job's run too, and says so.
 
 Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence, Set
+from collections.abc import Callable, Mapping, Sequence, Set
 
 from bxcore import mcp_tools
 from bxcore.deny import DenyReason
@@ -22,7 +23,8 @@ from bxcore.ids import job_run_of
 from bxcore.jobs import InvalidJob, Job, check_grants
 from bxcore.labels import Label
 from services.brokerd.core import policy
-from services.brokerd.core.grants import Grant
+from services.brokerd.core.grant_check import NO_BLOCKS
+from services.brokerd.core.grants import Grant, InvalidGrant
 from services.brokerd.core.owner_words import NO_WORDS, Words
 from services.brokerd.core.view import NO_PLACES, OwnPlaces
 
@@ -70,9 +72,9 @@ def scope_of(session: str, job: Job | InvalidJob | None, known: Set[str]) -> Job
 def confine(decision: policy.Decision, scope: JobScope, note: Note) -> policy.Decision:
     """`decision`, or `no_grant` when the grant that decided it is not one of the job's. A
     denial no grant decided (an unknown tool, invalid arguments, no match, a protected place)
-    stands as it is."""
+    stands as it is, and so does one by an invalid deny, which denies for every session."""
     deciding = decision.grant if isinstance(decision, policy.Denied) else decision.winner
-    if deciding is None or deciding.id in scope.grants:
+    if deciding is None or isinstance(deciding, InvalidGrant) or deciding.id in scope.grants:
         return decision
     note(lambda: f"{deciding.id} is not one of the job's grants: no_grant")
     return policy.Denied(DenyReason.NO_GRANT, args=decision.args)
@@ -87,6 +89,7 @@ def decide(
     trace: list[str] | None = None,
     own: OwnPlaces = NO_PLACES,
     mcp: mcp_tools.Catalog = mcp_tools.NO_TOOLS,
+    blocked: Mapping[str, InvalidGrant] = NO_BLOCKS,
     words: Words = NO_WORDS,
 ) -> policy.Decision:
     """`policy.decide` on all of `grants`, then, for a job's run, `confine`d to its scope;
@@ -98,7 +101,9 @@ def decide(
 
     if scope is not None:
         note(lambda: f"session of {scope.describe()}")
-    decision = policy.decide(label, tool, arguments, grants, trace, own, mcp, words)
+    decision = policy.decide(
+        label, tool, arguments, grants, trace, own, mcp, blocked=blocked, words=words
+    )
     return decision if scope is None else confine(decision, scope, note)
 
 
@@ -110,10 +115,13 @@ def redecide(
     scope: JobScope | None,
     own: OwnPlaces = NO_PLACES,
     mcp: mcp_tools.Catalog = mcp_tools.NO_TOOLS,
+    blocked: Mapping[str, InvalidGrant] = NO_BLOCKS,
     words: Words = NO_WORDS,
 ) -> policy.Allowed | policy.Denied:
     """`policy.redecide` confined as `decide`: an approval never widens a job's grants."""
-    decision = decide(label, tool, arguments, grants, scope, own=own, mcp=mcp, words=words)
+    decision = decide(
+        label, tool, arguments, grants, scope, own=own, mcp=mcp, blocked=blocked, words=words
+    )
     if isinstance(decision, policy.Ask):
         return policy.approved(decision, grants, own)
     return decision

@@ -4,7 +4,9 @@ definition in the `Catalog` the caller gives.
 
 `decide` walks the steps of §5.2 in order and `redecide` runs them again when the owner
 approves (a denial then still wins). Each step can be written to a `trace`, which is what
-`bxctl explain` shows. Pure: no I/O, no clock.
+`bxctl explain` shows. `blocked`: the tools an invalid deny grant denies whole (fail closed,
+`core.grant_check`), made when the grants change, so a decision only looks one up.
+Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from bxcore.tools import BROKERED, Match, Mount, Result
 from services.brokerd.core import args as argsmod
 from services.brokerd.core import mcp_args
 from services.brokerd.core.args import ArgsError, ToolArgs, host_matches, inside
-from services.brokerd.core.grants import Grant, McpKind, Mode
+from services.brokerd.core.grant_check import NO_BLOCKS, blocking, said
+from services.brokerd.core.grants import Grant, InvalidGrant, McpKind, Mode
 from services.brokerd.core.mcp_args import McpArgs
 from services.brokerd.core.owner_words import NO_WORDS, Words
 from services.brokerd.core.targets import Target, check, endorsed
@@ -49,7 +52,7 @@ class Ask:
 class Denied:
     reason: DenyReason
     detail: str | None = None  # for invalid_arguments only (§4.3)
-    grant: Grant | None = None  # the grant that decided it, where one did
+    grant: Grant | InvalidGrant | None = None  # the grant that decided it, where one did
     args: ToolArgs | McpArgs | None = None
 
 
@@ -123,20 +126,22 @@ def decide(
     trace: list[str] | None = None,
     own: OwnPlaces = NO_PLACES,
     mcp: mcp_tools.Catalog = mcp_tools.NO_TOOLS,
+    blocked: Mapping[str, InvalidGrant] = NO_BLOCKS,
     words: Words = NO_WORDS,
 ) -> Decision:
     """What brokerd does with this call from a session holding `label` (§5.2). No target in
     `own` (boxmaker's home, run folder and installation, but the workspace) is ever
-    reached, whatever the grants say. MCP tools are those of `mcp` (§18.5). `words` are the
-    owner's of the session: an untrusted session's call runs unasked when its every target
-    is one of them (§20)."""
+    reached, whatever the grants say. MCP tools are those of `mcp` (§18.5). A tool in
+    `blocked` is denied whatever the grants say, by the invalid deny grant that names it.
+    `words` are the owner's of the session: an untrusted session's call runs unasked when
+    its every target is one of them (§20)."""
 
     def note(words: Callable[[], str]) -> None:  # put into words only for `explain`
         if trace is not None:
             trace.append(words())
 
     if mcp_tools.split_name(tool) is not None:
-        return _decide_mcp(label, tool, arguments, grants, mcp, words, note)
+        return _decide_mcp(label, tool, arguments, grants, mcp, words, note, blocked)
     spec = BROKERED.get(tool)
     if spec is None:  # 1
         note(lambda: f"{tool!r} is not a tool")
@@ -152,6 +157,8 @@ def decide(
     if target is not None and own.holds(target):  # boxmaker's own files: never a tool's
         note(lambda: f"{target} holds boxmaker's own files: no tool may reach it")
         return Denied(DenyReason.PROTECTED, args=args)
+    if blocked and (invalid := blocking(tool, blocked)) is not None:  # 4, failing closed
+        return _blocked(invalid, tool, args, note)
     matching = sorted((g for g in grants if _matches(g, args, spec.match)), key=_rank)
     if not matching:  # 3
         note(lambda: f"no grant of {tool} matches")
@@ -183,9 +190,10 @@ def _decide_mcp(
     mcp: mcp_tools.Catalog,
     words: Words,
     note: Callable[[Callable[[], str]], None],
+    blocked: Mapping[str, InvalidGrant],
 ) -> Decision:
     """§5.2's steps for an MCP tool (§18.5): matching by name and `[match]`, the flow and
-    untrusted checks for sinks, the grant's label for what a source returns."""
+    untrusted checks for sinks, the grant's label for what any tool returns."""
     if tool in mcp.changed:  # 1: a rug pull, or a tool the owner never saw
         note(lambda: f"{tool!r}: {mcp_tools.CHANGED}")
         return Denied(DenyReason.UNKNOWN_TOOL, detail=mcp_tools.CHANGED)
@@ -200,6 +208,8 @@ def _decide_mcp(
         note(lambda: f"the arguments are not valid: {detail}")
         return Denied(DenyReason.INVALID_ARGUMENTS, detail=detail)
     note(lambda: f"arguments: {args.canonical_json()}")
+    if blocked and (invalid := blocking(tool, blocked)) is not None:  # 4, failing closed
+        return _blocked(invalid, tool, args, note)
     value = args.value
     matching = sorted((g for g in grants if g.covers(tool) and g.holds(value)), key=_rank)
     if not matching:  # 3
@@ -214,6 +224,18 @@ def _decide_mcp(
     if not isinstance(winner, Won):
         return winner
     return _allowed_mcp(winner.grant, args, winner.targets)
+
+
+def _blocked(
+    invalid: InvalidGrant,
+    tool: str,
+    args: ToolArgs | McpArgs,
+    note: Callable[[Callable[[], str]], None],
+) -> Denied:
+    """A call of a tool an invalid deny grant names: denied by it, whatever else matches (an
+    invalid deny denies everything it might have meant, not nothing: issue 23)."""
+    note(lambda: said(invalid, tool))
+    return Denied(DenyReason.DENIED_BY_GRANT, grant=invalid, args=args)
 
 
 def _winner(
@@ -276,11 +298,11 @@ def _winner(
 
 
 def mcp_result_label(winner: Grant) -> Label:
-    """What an MCP tool's result carries (§18.5): a source's, the grant's class and untrusted
-    flag; a pure sink reads nothing."""
-    if winner.kind is not None and winner.kind.source:
-        return Label(winner.class_, winner.untrusted)
-    return CLEAN
+    """What an MCP tool's result carries (§18.5, issue 23): the grant's class and untrusted
+    flag, whatever its kind. The kind is the owner's word for what the tool does, which may
+    be wrong (a mail reader granted as a sink); what it returns is the server's, so every
+    result raises the session, an empty or failed one too (docs/mcp.md)."""
+    return Label(winner.class_, winner.untrusted)
 
 
 def _allowed_mcp(winner: Grant, args: McpArgs, targets: tuple[Target, ...] = ()) -> Allowed:
@@ -317,10 +339,13 @@ def redecide(
     grants: Sequence[Grant],
     own: OwnPlaces = NO_PLACES,
     mcp: mcp_tools.Catalog = mcp_tools.NO_TOOLS,
+    blocked: Mapping[str, InvalidGrant] = NO_BLOCKS,
     words: Words = NO_WORDS,
 ) -> Allowed | Denied:
     """After the owner approved: the same steps again; a denial wins, anything else runs."""
-    decision = decide(label, tool, arguments, grants, own=own, mcp=mcp, words=words)
+    decision = decide(
+        label, tool, arguments, grants, own=own, mcp=mcp, blocked=blocked, words=words
+    )
     return approved(decision, grants, own) if isinstance(decision, Ask) else decision
 
 

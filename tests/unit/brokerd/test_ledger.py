@@ -136,6 +136,19 @@ def test_open_creates_the_folder_and_an_empty_private_file(opened: Ledger, path:
     assert opened.head == Head(0, r.GENESIS)
 
 
+def test_the_index_beside_the_ledger_is_as_private_as_the_ledger(path: Path) -> None:
+    """SQLite alone would make it 0644 under the usual umask (issue 23); its -wal copies it."""
+    old = os.umask(0o022)
+    try:
+        with open_again(path) as ledger:
+            ledger.append_batch([("started", {"pid": 1, "version": "0"})])
+            ledger.persist()
+            modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in path.parent.glob("index*")}
+    finally:
+        os.umask(old)
+    assert modes and set(modes.values()) == {0o600}, modes
+
+
 def test_open_with_started_appends_a_started_record(path: Path) -> None:
     with Ledger.open(path, now_ms=Clock(), started={"pid": 4242, "version": "0.1.0"}) as ledger:
         assert ledger.head.seq == 1

@@ -62,7 +62,7 @@ def test_what_is_written_is_read_back_by_the_core_with_kind_and_match() -> None:
         kind="source",
         match=(("repo_path", "glob:/r/*"), ("max_count", 5), ("repo_path", '/x\n"y')),
     )
-    grant, text = check_grant("git-log", fields, "a test")
+    grant, text = check_grant("git-log", fields, "a test", {})
     assert "[match]" in text
     again = parse_grant("git-log", text.encode())
     assert again == grant
@@ -85,7 +85,7 @@ def test_what_is_written_is_read_back_by_the_core_with_kind_and_match() -> None:
 )
 def test_a_wrong_mcp_grant_is_refused_with_the_cores_reason(fields: GrantFields, why: str) -> None:
     with pytest.raises(GrantRefused, match="not added") as refused:
-        check_grant("g", fields, "a test")
+        check_grant("g", fields, "a test", {})
     assert why in str(refused.value)
 
 
