@@ -18,11 +18,11 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from bxcore.visible import escape, kind, reasons
+from bxcore.visible import code_point, escape, name, reasons
 
 RUN = 16  # identical white-space characters in a row shown as one marker
 MOST_DEPTH = 64  # deeper JSON is shown as the text it is
-MOST_NAMED = 8  # kinds named in one sentence; the rest counted
+MOST_NAMED = 8  # code points (or markers) listed under one name; the rest counted
 BRACKET = "\u27e8"  # ⟨, which opens a marker
 BRACKET_WHY = "markers begin with it"
 QUOTED = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t"}
@@ -39,7 +39,7 @@ class Shown:
     found: each escaped character's kind and each marker, once, in the order first seen."""
 
     pieces: tuple[Piece, ...]
-    escaped: tuple[str, ...] = ()  # e.g. "right-to-left override (U+202E)"
+    escaped: tuple[tuple[str, int], ...] = ()  # e.g. ("right-to-left override", 0x202E)
     markers: tuple[str, ...] = ()  # e.g. "⟨400 spaces⟩"
     bracket: bool = False  # a literal ⟨ was escaped
 
@@ -56,21 +56,29 @@ class Shown:
         if self.escaped:
             said.append(
                 f"{subject} characters that change or hide how text is drawn, shown escaped: "
-                f"{_listed(self.escaped)}."
+                f"{_named(self.escaped)}."
             )
         if self.markers:
             said.append(
                 f"{subject} long runs of white space, each shown as a marker with its length: "
-                f"{_listed(self.markers)}."
+                f"{_listed(list(self.markers))}."
             )
         if self.bracket:
             said.append(f"{subject} the character ⟨ (U+27E8), shown escaped: {BRACKET_WHY}.")
         return said
 
 
-def _listed(names: tuple[str, ...]) -> str:
+def _listed(names: list[str]) -> str:
     more = len(names) - MOST_NAMED
     return ", ".join(names[:MOST_NAMED]) + (f", and {more} more" if more > 0 else "")
+
+
+def _named(escaped: tuple[tuple[str, int], ...]) -> str:
+    """Every kind by its name, each with its code points: `tag character (U+E0041, U+E0042)`."""
+    codes: dict[str, list[str]] = {}
+    for named, code in escaped:
+        codes.setdefault(named, []).append(code_point(code))
+    return ", ".join(f"{named} ({_listed(points)})" for named, points in codes.items())
 
 
 def marker(char: str, count: int) -> str:
@@ -146,7 +154,7 @@ def _depth(value: object) -> int:
 @dataclass
 class _Drawing:
     pieces: list[Piece] = field(default_factory=list)
-    escaped: dict[str, None] = field(default_factory=dict)
+    escaped: dict[tuple[str, int], None] = field(default_factory=dict)
     markers: dict[str, None] = field(default_factory=dict)
     bracket: bool = False
 
@@ -204,7 +212,7 @@ class _Drawing:
         while index < len(text):
             char, reason = text[index], why[index]
             if reason is not None:
-                self.escaped[kind(char, reason)] = None
+                self.escaped[name(char, reason), ord(char)] = None
                 self.add(escape(char), "escape")
             elif char == BRACKET:
                 self.bracket = True

@@ -205,11 +205,17 @@ KINDS = {
 
 def kind(char: str, reason: Reason) -> str:
     """What the owner is told of one escaped character: `right-to-left override (U+202E)`."""
+    return f"{name(char, reason)} ({code_point(ord(char))})"
+
+
+def code_point(code: int) -> str:
+    return f"U+{code:04X}"
+
+
+def name(char: str, reason: Reason) -> str:
+    """The name of one escaped character: `right-to-left override`, `tag character`."""
     code = ord(char)
-    return f"{_name(code, unicodedata.category(char), reason)} (U+{code:04X})"
-
-
-def _name(code: int, category: str, reason: Reason) -> str:
+    category = unicodedata.category(char)
     if reason is Reason.UNBASED:
         return "combining mark without a base"
     if reason is Reason.STACKED:

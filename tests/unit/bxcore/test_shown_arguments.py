@@ -56,7 +56,7 @@ def test_inside_a_string_quotes_backslashes_newlines_and_tabs_are_jsons_own_esca
 def test_keys_go_through_the_rule_too() -> None:
     shown = shown_arguments(json.dumps({"pa\u200bth": "/w"}))
     assert shown.lines()[1] == '  "pa\\u200bth": "/w"'
-    assert shown.escaped == ("zero width space (U+200B)",)
+    assert shown.escaped == (("zero width space", 0x200B),)
 
 
 @pytest.mark.parametrize(
@@ -90,10 +90,14 @@ def test_a_value_cannot_draw_a_marker_of_its_own() -> None:
     ]
 
 
-def test_many_kinds_are_named_up_to_eight_and_the_rest_counted() -> None:
+def test_every_kind_is_named_with_up_to_eight_of_its_code_points_and_the_rest_counted() -> None:
     tags = "".join(chr(0xE0041 + n) for n in range(10))
-    (said,) = shown_arguments(json.dumps({"c": tags})).warnings()
-    assert said.endswith("tag character (U+E0048), and 2 more.")
+    (said,) = shown_arguments(json.dumps({"c": f"\u202e{tags}\x01\x02"})).warnings()
+    assert said.endswith(
+        "shown escaped: right-to-left override (U+202E), tag character (U+E0041, U+E0042, "
+        "U+E0043, U+E0044, U+E0045, U+E0046, U+E0047, U+E0048, and 2 more), control character "
+        "(U+0001, U+0002)."
+    )
 
 
 def test_arguments_that_are_not_json_are_shown_as_the_text_they_are() -> None:
