@@ -14,7 +14,7 @@ from bxcore.atomic import write_atomically
 from bxcore.home import Home
 from bxcore.mcp_state import NotListed, comparison, listing, pins
 from bxcore.mcp_tools import Pins, ToolDef, render_pins
-from bxcore.visible import HIDDEN, visible
+from bxcore.visible import reasons, visible
 
 __all__ = ["NotListed", "comparison", "listing", "pins", "show_tool", "shown", "trust"]
 
@@ -40,22 +40,12 @@ def shown(text: str) -> Shown:
     """`text` with controls, bidi and invisible characters as escapes (`bxcore.visible`),
     newlines kept; and each such character named once, so the owner is told."""
     found: list[str] = []
-    for char in text:
-        if char in "\n\t":
-            continue
-        if unicodedata.category(char) in HIDDEN or char in _INVISIBLE:
+    for char, reason in zip(text, reasons(text, newlines=True), strict=True):
+        if reason is not None:
             label = f"U+{ord(char):04X} {unicodedata.name(char, 'unnamed')}"
             if label not in found:
                 found.append(label)
-    out = visible(text, newlines=True)
-    for char in _INVISIBLE:
-        out = out.replace(char, f"\\u{ord(char):04x}")
-    return Shown(out, tuple(found))
-
-
-#: Characters that show nothing but are not of a hidden category (Unicode's "default
-#: ignorable" spaces and fillers that are letters or symbols).
-_INVISIBLE = "\u115f\u1160\u3164\uffa0\u2800"
+    return Shown(visible(text, newlines=True), tuple(found))
 
 
 def show_tool(tool: ToolDef) -> tuple[str, tuple[str, ...]]:

@@ -1,9 +1,10 @@
 """How bxctl talks to the owner: tables on a terminal, plain columns when piped, JSON for
 scripts, and errors as one line on standard error (SPEC §13).
 
-Whatever it prints is text, never markup: every string passes through `bxcore.visible`, and
-rich gets `Text` objects only, so `[conceal]`, `[/x]` or an escape in a tool's argument, a
-ledger record or a grant file is shown as the characters it is.
+Whatever it prints is text, never markup: every string passes through `bxcore.visible` (JSON
+too, its catches written as JSON escapes), and rich gets `Text` objects only, so `[conceal]`,
+`[/x]` or an escape in a tool's argument, a ledger record or a grant file is shown as the
+characters it is.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
-from bxcore.visible import visible
+from bxcore.visible import reasons, visible
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -75,7 +76,19 @@ def say(text: str, *, style: str | None = None) -> None:
 
 
 def print_json(value: Any) -> None:
-    typer.echo(json.dumps(value, ensure_ascii=False, indent=2))
+    """`value` as JSON for scripts, every character `bxcore.visible` escapes written as JSON's
+    own `\\uXXXX`: a script reads the same value, a terminal draws nothing hidden."""
+    text = json.dumps(value, ensure_ascii=False, indent=2)
+    why = reasons(text, newlines=True)
+    typer.echo("".join(c if r is None else _json_escape(c) for c, r in zip(text, why, strict=True)))
+
+
+def _json_escape(char: str) -> str:
+    code = ord(char)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def table(

@@ -11,7 +11,6 @@ asked for, a `write_file`'s preview on its card.
 
 from __future__ import annotations
 
-import json
 import unicodedata
 from collections.abc import Iterable
 from typing import Any
@@ -35,6 +34,7 @@ from bxcore.messages import (
     TurnEnd,
     TurnError,
 )
+from bxcore.shown_arguments import shown_arguments, shown_text
 from bxcore.visible import visible
 
 INLINE_ARGUMENTS = 160
@@ -51,20 +51,7 @@ def cut(text: str, width: int) -> str:
 
 def inline_arguments(arguments: str, width: int = INLINE_ARGUMENTS) -> str:
     """The arguments on one line (`{"path": "/a"}`), cut to `width`."""
-    try:
-        text = json.dumps(json.loads(arguments), ensure_ascii=False)
-    except (ValueError, RecursionError):
-        text = arguments
-    return cut(visible(text), width)
-
-
-def pretty_arguments(arguments: str) -> list[str]:
-    """Every argument, whole, one JSON line each (§9.1: the owner sees all that will run)."""
-    try:
-        text = json.dumps(json.loads(arguments), ensure_ascii=False, indent=2)
-    except (ValueError, RecursionError):
-        return [visible(arguments)]
-    return visible(text, newlines=True).split("\n")
+    return cut(shown_arguments(arguments, indent=None).text, width)
 
 
 # --- fitting lines to a terminal ------------------------------------------------------------
@@ -201,6 +188,9 @@ def approval_card(info: ApprovalInfo, now_ms: int, width: int | None = None) -> 
     """One pending approval with everything the owner decides on: every argument, whole,
     fitted to `width` (wrapping, never cutting)."""
     label = info.label.class_.value + (", untrusted" if info.label.untrusted else "")
+    arguments = shown_arguments(info.arguments)
+    preview = None if info.preview is None else shown_text(info.preview)
+    said = arguments.warnings() + ([] if preview is None else preview.warnings(DIFFERENCE))
     return card_lines(
         [
             f"approval {info.approval}: {visible(info.tool)} in session {visible(info.session)}",
@@ -210,11 +200,21 @@ def approval_card(info: ApprovalInfo, now_ms: int, width: int | None = None) -> 
             f"  label:   {label}",
             f"  expires: {visible(info.expires)} ({until(info.expires, now_ms)})",
             "  arguments:",
-            *(f"    {line}" for line in pretty_arguments(info.arguments)),
-            *preview_lines(info.preview),
+            *(f"    {line}" for line in arguments.lines()),
+            *([] if preview is None else ["  would change:", *_indented(preview.lines())]),
+            *(f"  warning: {sentence}" for sentence in said),
         ],
         width,
     )
+
+
+DIFFERENCE = "The difference holds"
+
+
+def _indented(lines: list[str]) -> list[str]:
+    if len(lines) > 1 and not lines[-1]:
+        lines = lines[:-1]  # the text's last newline ends its last line
+    return [f"{OUTPUT_INDENT}{line}" if line else "" for line in lines]
 
 
 def binding_note(write: bool | None) -> str:
@@ -222,13 +222,6 @@ def binding_note(write: bool | None) -> str:
     if write is None:
         return ""
     return " (folder bound read-write)" if write else " (folder bound read-only)"
-
-
-def preview_lines(preview: str | None) -> list[str]:
-    """A `write_file`'s preview under its card: what the file would become (§12.2)."""
-    if preview is None:
-        return []
-    return ["  would change:", *output_lines(preview)]
 
 
 def verdict_line(approval: str, answer: Any) -> tuple[str, bool]:

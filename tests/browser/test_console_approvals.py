@@ -32,6 +32,7 @@ from tests.browser.console import (
 )
 from tests.fakes.model_server import Answer
 from tests.support.brokerd import args
+from tests.support.shown import as_json
 
 pytestmark = pytest.mark.browser
 
@@ -55,12 +56,12 @@ def waiting_approval(page: Page) -> tuple[str, Locator]:
 
 
 def shown_arguments(card: Locator) -> object:
-    return json.loads(card.get_by_label(re.compile(r"^Every argument of ")).inner_text())
+    return json.loads(as_json(card.get_by_label(re.compile(r"^Every argument of ")).inner_text()))
 
 
 def test_approve_runs_exactly_the_call_its_card_shows_in_full(page: Page, console: Console) -> None:
     box = console.box
-    long = "milk, " * 150  # 900 characters: wider than any screen, and never cut
+    long = "milk, " * 150  # 900 characters: wider than any screen, wrapped, never cut
     call = shell(console, f"printf '%s' '{long}' > approved.txt")
     box.model.script(
         "write the long list", box.model.calls(("shell", call)), Answer(text="Written.")
@@ -75,8 +76,8 @@ def test_approve_runs_exactly_the_call_its_card_shows_in_full(page: Page, consol
     expect(card).to_be_visible()
     assert shown_arguments(card) == json.loads(call)
     arguments = card.get_by_label(re.compile(r"^Every argument of "))
-    assert arguments.evaluate("node => node.scrollWidth > node.clientWidth"), "it scrolls"
-    assert page.evaluate("document.documentElement.scrollWidth") <= 1280, "the page does not"
+    assert arguments.evaluate("node => node.scrollWidth <= node.clientWidth"), "it wraps"
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280, "the page too"
     for shown in (session, "workspace-shell", "read-write", "the grant asks", "Time left"):
         expect(card).to_contain_text(shown)
     approve = card.get_by_role("button", name="Approve", exact=True)

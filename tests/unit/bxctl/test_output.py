@@ -3,6 +3,7 @@ markup and never as terminal escapes, on a terminal (rich) and piped (plain)."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -90,3 +91,15 @@ def test_a_long_cell_wraps_on_a_terminal_and_is_never_cut(
     lines = RICH_STYLE.sub("", capsys.readouterr().out).splitlines()
     assert len(lines) > 4 and "…" not in "".join(lines)
     assert "".join("".join(lines[1:]).split()) == "".join(long.split())  # every character
+
+
+def test_json_for_scripts_writes_every_hidden_character_as_a_json_escape(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    value = {"c": "ls \u202e\u2066;\u0301 rm \U000e0041 \x9b2J é\u0301 ⚠\ufe0f", "\u200bk": [1]}
+    output.print_json(value)
+    printed = capsys.readouterr().out
+    assert json.loads(printed) == value  # a script reads the same value
+    assert "\\u202e\\u2066;\\u0301 rm \\udb40\\udc41 \\u009b2J é\u0301 ⚠\ufe0f" in printed
+    assert "\\u200bk" in printed
+    assert visible(printed, newlines=True) == printed  # nothing hidden reaches the terminal

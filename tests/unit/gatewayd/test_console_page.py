@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from bxcore.deny import DenyReason, denial_clause
+from bxcore.shown_arguments import MOST_DEPTH, MOST_NAMED, RUN
+from bxcore.visible import MARKS, NAMES
 from services.gatewayd.console.app import STATIC
 
 FILES = sorted(p for p in STATIC.rglob("*") if p.is_file())
@@ -58,3 +60,38 @@ def test_every_control_spec_names_is_on_the_page_or_made_by_its_scripts() -> Non
                  "Approvals", "Ledger", "Grants", "Memory", "Services", "Jobs", "Run now",
                  "Enable", "Disable"):  # fmt: skip
         assert re.search(rf"[>\"]{re.escape(name)}[<\"]", page), name
+
+
+def test_the_pages_twin_of_the_rule_names_what_bxcore_visible_names() -> None:
+    source = (STATIC / "js" / "visible.js").read_text(encoding="utf-8")
+    block = source.split("export const NAMES = {", 1)[1].split("};", 1)[0]
+    table = {int(code, 16): name for code, name in re.findall(r'^\s+0x([0-9a-f]+): "([^"]*)",$',
+                                                              block, re.M)}  # fmt: skip
+    assert table == NAMES
+    assert f"export const MARKS = {MARKS};" in source
+
+
+def test_the_pages_card_cuts_and_marks_as_bxcore_shown_arguments_does() -> None:
+    source = (STATIC / "js" / "shown.js").read_text(encoding="utf-8")
+    assert f"export const RUN = {RUN};" in source
+    assert f"const MOST_DEPTH = {MOST_DEPTH};" in source
+    assert f"const MOST_NAMED = {MOST_NAMED};" in source
+
+
+# Where text becomes DOM text: only dom.js may do it (through the rule); elsewhere only the
+# page's own words may be set as text (main.js's pending count and link state).
+TEXT_SINKS = re.compile(
+    r"\.(?:textContent|innerText|outerText|nodeValue|data)\s*=(?!=)\s*(.*)"
+    r"|createTextNode\(|\.(?:append|prepend|before|after|replaceWith|replaceChildren)\(\s*[`'\"]"
+)
+OWN_WORDS = re.compile(r'^(?:"[^"]*"|String\(count\));$')
+
+
+@pytest.mark.parametrize("script", [p for p in SCRIPTS if p.name != "dom.js"], ids=_id)
+def test_no_script_but_dom_js_turns_text_into_dom_text(script: Path) -> None:
+    for number, line in enumerate(script.read_text(encoding="utf-8").splitlines(), 1):
+        for found in TEXT_SINKS.finditer(line):
+            assigned = found.group(1)
+            assert assigned is not None and OWN_WORDS.match(assigned.strip()), (
+                f"{_id(script)}:{number}: {line.strip()} (use dom.js's append or say)"
+            )

@@ -1,9 +1,12 @@
 // Approvals (SPEC §9, §12.2): each pending call as a card with every argument in full, the
 // write_file difference, the time left, and the owner's three answers. A card settled
-// anywhere (the CLI, another page) leaves this page as soon as the stream says so.
+// anywhere (the CLI, another page) leaves this page as soon as the stream says so. The
+// arguments and the difference are drawn by shown.js: escaped where invisible, wrapped, a long
+// value behind "Show all", and the card's words before its buttons name what was found.
 
 import { get, post } from "./api.js";
-import { $, append, clear, el, labelBadges, oneAtATime, pretty, say, span } from "./dom.js";
+import { $, append, el, labelBadges, oneAtATime, say, span } from "./dom.js";
+import { argumentsView, diffView } from "./shown.js";
 
 const UNTRUSTED = "the session holds untrusted content";
 let pending = [];
@@ -36,8 +39,13 @@ export function focus(approval) {
   card.scrollIntoView({ block: "center" });
   card.classList.add("flash");
   setTimeout(() => card.classList.remove("flash"), 1500);
-  const first = card.querySelector("button");
-  if (first) first.focus();
+  firstAnswer(card)?.focus();
+}
+
+// Where the keyboard goes on a card: the first "Show all" while part of it is hidden, else
+// Approve.
+function firstAnswer(card) {
+  return card.querySelector("button.more") || card.querySelector(".actions button");
 }
 
 function render() {
@@ -74,38 +82,29 @@ function card(info) {
       el("dt", {}, "Time left"), el("dd", { class: "left" }, "…"),
     ),
     el("h3", { class: "visually-hidden" }, "Arguments"),
-    el("pre", { class: "args", tabindex: "0", "aria-label": `Every argument of ${title}` }, pretty(info.arguments)),
   );
-  if (info.tool === "write_file") {
-    node.append(
-      info.preview
-        ? el("pre", { class: "diff", tabindex: "0", "aria-label": "What would change in the file" }, diffLines(info.preview))
-        : el("p", { class: "quiet" }, "No preview: the file could not be read."),
-    );
-  }
+  const warningId = `approval-${info.approval}-warning`;
+  const args = argumentsView(info.arguments, { tabindex: "0", "aria-label": `Every argument of ${title}` });
+  const diff = info.tool !== "write_file" ? null
+    : info.preview ? diffView(info.preview, { tabindex: "0", "aria-label": "What would change in the file" })
+    : { box: el("p", { class: "quiet" }, "No preview: the file could not be read."), warning: null };
+  const words = [args.warning, diff && diff.warning].filter(Boolean);
+  const warning = words.length ? el("div", { class: "warnings", id: warningId }, words) : null;
+  append(node, [warning, args.box, diff && diff.box]);
+  if (warning) args.box.setAttribute("aria-describedby", warningId);
   const problem = el("p", { class: "problem", role: "alert" });
   const answer = (approve, scope) => () => verdict(node, info, approve, scope, problem);
   const actions = el(
     "div",
     { class: "actions" },
-    el("button", { type: "button", class: "primary", onclick: answer(true, "once") }, "Approve"),
+    el("button", { type: "button", class: "primary", "aria-describedby": warning ? warningId : null, onclick: answer(true, "once") }, "Approve"),
     info.why === UNTRUSTED
       ? null
-      : el("button", { type: "button", onclick: answer(true, "session") }, "Approve for session"),
+      : el("button", { type: "button", "aria-describedby": warning ? warningId : null, onclick: answer(true, "session") }, "Approve for session"),
     el("button", { type: "button", class: "danger", onclick: answer(false, "once") }, "Deny"),
   );
   append(node, [actions, problem]);
   return node;
-}
-
-function diffLines(text) {
-  return text.split("\n").map((line) => {
-    let kind = "";
-    if (line.startsWith("+") && !line.startsWith("+++")) kind = "add";
-    else if (line.startsWith("-") && !line.startsWith("---")) kind = "del";
-    else if (line.startsWith("@@")) kind = "hunk";
-    return el("span", { class: kind }, `${line}\n`);
-  });
 }
 
 async function verdict(node, info, approve, scope, problem) {
@@ -117,7 +116,7 @@ async function verdict(node, info, approve, scope, problem) {
     const next = node.nextElementSibling || node.previousElementSibling;
     node.remove();
     render();
-    const button = next && next.querySelector("button");
+    const button = next && firstAnswer(next);
     (button || $("#approvals-title")).focus?.();
   } catch (error) {
     say(problem, error.message);
@@ -135,7 +134,7 @@ function tick() {
     const left = (Date.parse(card.dataset.expires) - now) / 1000;
     const slot = card.querySelector(".left");
     if (!slot) continue;
-    slot.textContent = left > 0 ? span(left) : "expired";
+    say(slot, left > 0 ? span(left) : "expired");
     slot.classList.toggle("soon", left < 60);
   }
 }

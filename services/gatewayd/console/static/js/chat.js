@@ -2,7 +2,8 @@
 // messages, the agent's text, each tool call with its arguments and outcome, the turn's end.
 
 import { get, post } from "./api.js";
-import { $, ago, append, bytes, clear, el, labelBadges, pretty, say } from "./dom.js";
+import { $, ago, append, bytes, clear, el, labelBadges, say } from "./dom.js";
+import { argumentsView } from "./shown.js";
 
 // What the owner reads for each deny reason: bxcore.deny.denial_clause, word for word
 // (tests/unit/gatewayd/test_console_page.py checks that the two agree).
@@ -230,7 +231,9 @@ function show(message) {
   if (atBottom) list.scrollTop = list.scrollHeight;
 }
 
+// A tool call as the card draws its arguments (shown.js), with the same words.
 function toolCall(event) {
+  const args = argumentsView(event.arguments, { "aria-label": `Arguments of ${event.tool}` });
   const node = el(
     "li",
     { class: "event tool" },
@@ -240,7 +243,8 @@ function toolCall(event) {
       el("span", { class: "tool-name" }, event.tool),
       el("span", { class: "outcome running" }, "running…"),
     ),
-    el("pre", { class: "args", "aria-label": `Arguments of ${event.tool}` }, pretty(event.arguments)),
+    args.warning,
+    args.box,
   );
   state.open.push({ tool: event.tool, node });
   return node;
@@ -268,7 +272,7 @@ function settle(event) {
   const size = `${event.ok ? "done" : "failed"}, ${bytes(event.bytes)}`;
   outcome(node, event.ok ? "done" : "failed", size);
   if (typeof event.output === "string") {
-    node.append(el("details", {}, el("summary", {}, "Output"), el("pre", { class: "args" }, event.output)));
+    node.append(el("details", {}, el("summary", {}, "Output"), el("pre", { class: "output" }, event.output)));
   }
 }
 

@@ -1,5 +1,13 @@
 // Building the page's nodes. Every piece of text is a text node: nothing the agent, a tool,
 // a grant file or a log says is ever parsed as HTML (SPEC §12.2). No HTML parsing sink is used here.
+// And this is the one place the page makes text nodes (`append`, `say`) and the attributes a
+// person reads (`el`'s aria-label, title, placeholder): each goes through the rule of
+// visible.js, bxcore.visible's twin, so no view can show a bidi control, a zero-width or other
+// invisible character raw. Newlines and tabs are kept in text, since pre blocks show them.
+
+import { visible } from "./visible.js";
+
+const READ = new Set(["aria-label", "title", "placeholder", "alt"]); // attributes a person reads
 
 export function el(tag, attributes = {}, ...children) {
   const node = document.createElement(tag);
@@ -8,6 +16,7 @@ export function el(tag, attributes = {}, ...children) {
     if (name === "class") node.className = value;
     else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
     else if (name === "dataset") Object.assign(node.dataset, value);
+    else if (READ.has(name)) node.setAttribute(name, visible(String(value)));
     else node.setAttribute(name, value === true ? "" : String(value));
   }
   append(node, children);
@@ -17,7 +26,7 @@ export function el(tag, attributes = {}, ...children) {
 export function append(node, children) {
   for (const child of children.flat()) {
     if (child === undefined || child === null || child === false) continue;
-    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    node.append(child instanceof Node ? child : document.createTextNode(visible(String(child), true)));
   }
   return node;
 }
@@ -32,7 +41,7 @@ export function $(selector, root = document) {
 }
 
 export function say(node, text) {
-  node.textContent = text || "";
+  node.textContent = visible(String(text || ""), true);
 }
 
 export function labelBadges(label) {
@@ -77,14 +86,6 @@ export function span(seconds) {
 export function time(iso) {
   const then = new Date(iso);
   return Number.isNaN(then.getTime()) ? iso || "" : then.toLocaleTimeString();
-}
-
-export function pretty(text) {
-  try {
-    return JSON.stringify(JSON.parse(text), null, 2);
-  } catch {
-    return text;
-  }
 }
 
 // `read` wrapped so that one runs at a time: a call while one runs asks for one more run after

@@ -3,7 +3,7 @@
 // MCP servers (§18.3) with their tools pinned, changed and new, a changed server flagged.
 
 import { get, post } from "./api.js";
-import { $, bytes, clear, el, say, span } from "./dom.js";
+import { $, append, bytes, clear, el, say, span } from "./dom.js";
 
 export function init() {
   $("#log-service").addEventListener("change", logs);
@@ -37,7 +37,7 @@ async function status() {
     const sandbox = $("#sandbox-state");
     clear(sandbox);
     if (data.sandbox === "none") sandbox.append(el("span", { class: "unsandboxed" }, "UNSANDBOXED: tools run without bubblewrap."));
-    else sandbox.append(`Tools run in ${data.sandbox} sandboxes.`);
+    else append(sandbox, [`Tools run in ${data.sandbox} sandboxes.`]);
     const body = clear($("#services-table tbody"));
     for (const service of data.services) {
       const up = service.state === "running" ? span((Date.now() - Date.parse(service.since)) / 1000) : "—";
@@ -111,9 +111,9 @@ async function logs() {
   try {
     const data = await get(`/api/services/${name}/logs?n=100`);
     const atBottom = pre.scrollHeight - pre.scrollTop - pre.clientHeight < 40;
-    pre.textContent = data.lines.join("\n") || "(empty)";
+    say(pre, data.lines.join("\n") || "(empty)");
     if (atBottom) pre.scrollTop = pre.scrollHeight;
   } catch (error) {
-    pre.textContent = error.message;
+    say(pre, error.message);
   }
 }
