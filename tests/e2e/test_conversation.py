@@ -160,7 +160,11 @@ def test_a_broken_grant_file_is_a_warning_naming_it_and_the_box_runs_without_it(
     result = box.bxctl("chat", "--session", "broken-grant", "read my plans")
     assert result.returncode == 0, result.stderr
     assert "agent│ ✗ read_file denied: no grant allows this call" in result.stdout
-    (decision,) = [r for r in ledger_records(box.home) if r.get("session") == "broken-grant"]
+    (decision,) = [
+        r
+        for r in ledger_records(box.home)
+        if r["kind"] == "decision" and r.get("session") == "broken-grant"
+    ]
     assert (decision["outcome"], decision["reason"]) == ("denied", "no_grant")
     assert json.loads(decision["arguments"]) == json.loads(plans)
 
