@@ -35,6 +35,8 @@ from bxcore.messages import (
     JobRun,
     JobRunStarted,
     JobStarted,
+    LedgerQuery,
+    LedgerStatus,
     Notes,
     NotesQuery,
     OwnerMessage,
@@ -79,6 +81,7 @@ AdminRequest = (
     | GrantRemove
     | NotesQuery
     | JobHistoryQuery
+    | LedgerQuery
 )
 AdminAnswer = (
     Settled
@@ -89,6 +92,7 @@ AdminAnswer = (
     | State
     | Explanation
     | Notes
+    | LedgerStatus
     | Error
 )
 
