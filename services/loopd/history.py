@@ -10,8 +10,7 @@ whole is `history_scan`'s. loopd is the only writer of `{home}/sessions/`.
 
 A line is never longer than one that can be read back (`MAX_LINE`, the wire's limit); a line
 that cannot be read is passed over, never cut with all that follows, except a torn last line.
-A write is of whole records only: one that fails (a full disk, issue 28) is cut back to the
-last whole line, so the next record is never glued onto a part of it; and a turn's number is
+Records are written whole or not at all (`history_write`, issue 28), and a turn's number is
 never used twice, however the file was damaged (`next_turn`).
 """
 
@@ -233,8 +232,8 @@ class SessionLog:
         return found
 
     def _count_numbers(self, line: bytes) -> None:
-        """A line that cannot be read may still hold a turn (two records glued by a write that
-        failed before issue 28): its numbers are never used again."""
+        """A line that cannot be read (two records glued before issue 28) may hold a turn and
+        an event: their numbers are never used again."""
         for key, number in _NUMBERED.findall(line):
             if key == b"turn":
                 self._top = max(self._top, int(number))
@@ -243,9 +242,8 @@ class SessionLog:
 
     @property
     def next_turn(self) -> int:
-        """The number of the next owner message's turn: past every turn number the history
-        holds, in any record or in a line that cannot be read, so that no message is ever
-        taken into a turn that has begun, let alone one that has ended."""
+        """The next owner message's turn: past every turn number the history holds (a line that
+        cannot be read too), so no message is taken into a turn that has begun or ended."""
         return self._top + 1
 
     @property
@@ -298,9 +296,8 @@ class SessionLog:
     def append(self, record: Record, *, owe: bool = False) -> None:
         """Write one record durably, then remember it; `RecordTooLarge` (and nothing written)
         when its line could not be read back; `HistoryUnwritable` when it could not be written
-        (the file as it was). With `owe`, a record that cannot be written is remembered all the
-        same, and written before the next record that can be: the end of a turn stopped by a
-        full disk, which the owner has been shown (loopd holds such a history loaded)."""
+        (the file as it was). With `owe`, one that cannot be written is remembered all the
+        same, and written before the next that can be (a turn's end the owner was shown)."""
         if isinstance(record, ModelReply):  # at least a byte a character: refused unencoded
             least = len(record.text) + sum(len(c.arguments) for c in record.calls)
             if least > MAX_LINE:

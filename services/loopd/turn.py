@@ -10,9 +10,8 @@ The owner may stop a running turn (`cancel`, §12.2): its model request or its w
 is abandoned, every call left without a result reads `CANCELLED_RESULT`, and the turn, and
 each of its sub-agents' running turns, ends `cancelled`.
 
-A turn whose history cannot be written (a full disk, issue 28), or that fails for a reason no
-one foresaw (`broke`), ends at once with an `error` event saying why and its `turn_end`, seen
-on the stream at once and written before the session's next record (`append(owe=True)`).
+A turn whose history cannot be written (a full disk, issue 28), or that fails unforeseen
+(`broke`), ends with an `error` event and `turn_end`, shown at once, written when it can be.
 
 Each answer's cost is recorded with it and counted in the day's tally (`usage.py`); a turn past
 its own token budget, or the one that reaches `[loop] max_tokens_per_day`, ends `budget` after
@@ -200,8 +199,8 @@ class Turns:
 
     def broke(self, session: SessionLog, turn: int, error: Exception) -> None:
         """End `turn`, which failed for a reason no one foresaw (its worker logged it)."""
-        why = f"loopd failed during this turn: {one_line(error)}"
-        self._halt(session, turn, room.turn_stopped(why, room=False))
+        said = room.turn_stopped(f"loopd failed during this turn: {one_line(error)}", room=False)
+        self._halt(session, turn, said)
 
     def _halt(self, session: SessionLog, turn: int, said: str) -> None:
         """End `turn` with an error; a call left without a result reads it too."""
