@@ -237,6 +237,38 @@ class AuditReport:
     problem: Short | None = None
 
 
+class LedgerHealth(enum.StrEnum):
+    """The ledger's state as brokerd holds it (SPEC §7; `services.brokerd.ledger.LedgerState`)."""
+
+    OK = "ok"
+    LOADING = "loading"
+    FAILED = "failed"
+    BROKEN = "broken"
+    CLOSED = "closed"
+
+
+@frozen
+class LedgerQuery:
+    """The ledger's state now (issue 28), for `bxctl status` and `bxctl up`: answered at once,
+    also while brokerd is still reading the ledger (`loading`)."""
+
+    TYPE: ClassVar[str] = "ledger_query"
+    id: RequestId
+
+
+@frozen
+class LedgerStatus:
+    """`problem`: why it is not ok, in one line; `free`: the bytes left on the disk holding
+    the ledger (None when brokerd cannot tell)."""
+
+    TYPE: ClassVar[str] = "ledger_status"
+    id: RequestId
+    state: LedgerHealth
+    seq: Count
+    problem: Short | None = None
+    free: Count | None = None
+
+
 @frozen
 class Explain:
     TYPE: ClassVar[str] = "explain"

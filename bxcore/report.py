@@ -1,7 +1,8 @@
 """What brokerd tells the owner's side about itself beside the wire: `{run}/brokerd.json`, one
 JSON object rewritten whole whenever a part of it changes (`sandbox`: how tools are
-confined; `ledger`: the ledger's state). `bxctl status` reads it; it is a report, never an
-input: nothing brokerd decides depends on it. Reads and writes only that file.
+confined; `mcp`: its MCP servers; `ledger`: the ledger's state, for tests and benches, while
+`bxctl status` asks brokerd for it, issue 28). It is a report, never an input: nothing brokerd
+decides depends on it. Reads and writes only that file.
 """
 
 from __future__ import annotations
@@ -17,22 +18,40 @@ NAME = "brokerd.json"
 
 
 class Report:
-    """brokerd's side: the parts, and the file rewritten when one changes."""
+    """brokerd's side: the parts, and the file rewritten when one changes. A file that could not
+    be written (a full disk) is removed, so that no reader takes the old one for the truth, and
+    written again at the next `retry`."""
 
     def __init__(self, home: Home) -> None:
         self._path = home.run / NAME
         self._parts: dict[str, Any] = {}
+        self._unwritten = False
 
     def __repr__(self) -> str:
-        return f"Report({self._path}: {', '.join(self._parts)})"
+        state = ", unwritten" if self._unwritten else ""
+        return f"Report({self._path}: {', '.join(self._parts)}{state})"
 
     def set(self, part: str, value: Any) -> None:
         if self._parts.get(part) == value:
             return
         self._parts[part] = value
-        with contextlib.suppress(OSError):  # a report that cannot be written changes nothing
+        self._write()
+
+    def retry(self) -> None:
+        """Write the file again if the last write failed."""
+        if self._unwritten:
+            self._write()
+
+    def _write(self) -> None:
+        try:
             data = json.dumps(self._parts, sort_keys=True).encode()
             write_atomically(self._path, data, durable=False)
+        except OSError:  # nothing brokerd decides depends on it: only the file is withdrawn
+            self._unwritten = True
+            with contextlib.suppress(OSError):
+                self._path.unlink(missing_ok=True)
+        else:
+            self._unwritten = False
 
 
 def read(home: Home) -> dict[str, Any]:

@@ -108,13 +108,16 @@ class Router:
         service: str,
         secure: Callable[[zmq.Socket[Any]], None] | None = None,
         ready: anyio.Event | None = None,
+        early: tuple[type[Any], ...] = (),
     ) -> None:
-        """`ready`, when given, holds every request but `ping` until it is set: a daemon that
-        loads before it can answer (brokerd's ledger) is seen alive while it loads."""
+        """`ready`, when given, holds every request but `ping` (and the `early` types, which
+        say how the loading goes) until it is set: a daemon that loads before it can answer
+        (brokerd's ledger) is seen alive while it loads."""
         self.endpoint = endpoint
         self.service = service
         self._routes = routes
         self._ready = ready
+        self._early = early
         self._started = rfc3339(now_ms())
         self._served = 0
         # Plain, not zmq.asyncio (see above), yet made by the context, which closes it at the end.
@@ -221,7 +224,11 @@ class Router:
         self._served += 1
         if isinstance(message, Ping):
             return self.pong(message.id)
-        if self._ready is not None and not self._ready.is_set():
+        if (
+            self._ready is not None
+            and not self._ready.is_set()
+            and type(message) not in self._early
+        ):
             await self._ready.wait()  # waiting on a set event would still cost a turn
         try:
             return await self._routes.dispatch(message)

@@ -35,6 +35,8 @@ from bxcore.messages import (
     JobRun,
     JobRunStarted,
     JobStarted,
+    LedgerQuery,
+    LedgerStatus,
     Notes,
     NotesQuery,
     OwnerMessage,
@@ -88,6 +90,7 @@ AdminRequest = (
     | GrantRemove
     | NotesQuery
     | JobHistoryQuery
+    | LedgerQuery
 )
 AdminAnswer = (
     Settled
@@ -98,6 +101,7 @@ AdminAnswer = (
     | State
     | Explanation
     | Notes
+    | LedgerStatus
     | Error
 )
 

@@ -14,11 +14,12 @@ from typing import Annotated
 
 import typer
 
-from bxcore import report, witness
+from bxcore import witness
 from bxcore.home import Home
-from bxcore.messages import AuditAccept, AuditReport, Error
+from bxcore.messages import AuditAccept, AuditReport, Error, LedgerStatus
 from bxcore.routes import type_of
 from bxctl.audit_cmds import WITNESSES, JsonOption, answer, progress_bar
+from bxctl.ledger_link import ask_ledger
 from bxctl.output import fail, is_terminal, say
 from bxctl.owner_link import OwnerLink, request_id
 from services.brokerd.verify import LedgerUnreadable, verify_file
@@ -38,9 +39,8 @@ def accept(
     """Take the ledger as it is, though it lost records that were confirmed or seen: brokerd
     writes again, and the owner's witnesses follow its head."""
     home: Home = ctx.obj.home
-    ledger = report.read(home).get("ledger") or {}
     if not as_json:
-        _explain(home, ledger)
+        _explain(home, ask_ledger(home))
     if not yes:
         if not is_terminal():
             fail("accepting changes what the box trusts: run `bxctl audit accept --yes`")
@@ -65,10 +65,10 @@ def accept(
         say(said)
 
 
-def _explain(home: Home, ledger: dict[str, object]) -> None:
-    state, problem = ledger.get("state"), ledger.get("problem")
-    if state is not None:
-        say(f"brokerd says the ledger is {state}{f': {problem}' if problem else ''}")
+def _explain(home: Home, ledger: LedgerStatus | str) -> None:
+    if isinstance(ledger, LedgerStatus):
+        problem = ledger.problem
+        say(f"brokerd says the ledger is {ledger.state}{f': {problem}' if problem else ''}")
     for who in WITNESSES:
         try:
             seen = witness.read(home.witness(who))

@@ -1,6 +1,6 @@
 """How bxctl shows the box (SPEC §13): the services settling during `up`, and `status`'s
-table with psutil's figures (uptime, RSS, CPU) and the ledger's state as brokerd reports it,
-as rich output on a terminal and plain lines when piped. It only prints; it never asks the
+table with psutil's figures (uptime, RSS, CPU) (the ledger's line is `ledger_view`'s), as rich
+output on a terminal and plain lines when piped. It only prints; it never asks the
 supervisor anything.
 """
 
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import typer
@@ -128,73 +127,6 @@ def service_json(info: ServiceInfo, usage: tuple[float, int, float] | None) -> d
         "cpu_percent": cpu,
         "last_exit": info.last_exit,
     }
-
-
-@dataclass(frozen=True)
-class LedgerView:
-    """The ledger's state for `status`: brokerd's word (`ok`, `loading`, `failed`, `broken`),
-    or `unknown` when brokerd does not run or has not said since it started."""
-
-    state: str
-    problem: str | None = None
-    seq: int | None = None
-
-    @property
-    def bad(self) -> bool:
-        """Not ok, as brokerd says: `status` exits 3. Unknown alone is not bad."""
-        return self.state not in ("ok", "unknown")
-
-    def json(self) -> dict[str, Any]:
-        return {"state": self.state, "problem": self.problem, "seq": self.seq}
-
-    def line(self) -> tuple[str, str]:
-        """The line `status` prints, and its style."""
-        why = f": {self.problem}" if self.problem else ""
-        if self.state == "ok":
-            return f"ledger ok (seq {self.seq})", "green"
-        if self.state == "loading":
-            return f"ledger loading{why}: calls wait until it is read", "yellow"
-        if self.state == "unknown":
-            return f"ledger state unknown{why}", "yellow"
-        if self.state == "failed":
-            return (
-                f"ledger failed{why}: every call is denied audit_unavailable; "
-                "see `bxctl logs brokerd`",
-                "red",
-            )
-        if self.state == "broken":
-            return (
-                f"ledger broken{why}: every call is denied audit_unavailable until the owner "
-                "decides: `bxctl audit verify` shows it, `bxctl audit accept` takes it as it is",
-                "red",
-            )
-        return f"ledger {self.state}{why}", "red"
-
-
-def ledger_view(part: Any, brokerd: ServiceInfo | None, *, fresh: bool) -> LedgerView | None:
-    """What `status` says of the ledger, from brokerd's report (`part`: its `ledger` part);
-    `brokerd`: its service, None when this box has none (no line then); `fresh`: the report
-    was written since brokerd started. Pure."""
-    if brokerd is None:
-        return None
-    if brokerd.state is not RUNNING:
-        return LedgerView("unknown", "brokerd is not running")
-    if part is None or not fresh:
-        return LedgerView("unknown", "brokerd has not reported it since it started")
-    if not isinstance(part, dict):
-        return LedgerView("unknown", "brokerd's report cannot be read")
-    state, problem, seq = part.get("state"), part.get("problem"), part.get("seq")
-    if not isinstance(state, str) or not isinstance(problem, str | None):
-        return LedgerView("unknown", "brokerd's report cannot be read")
-    if not isinstance(seq, int) or isinstance(seq, bool):
-        seq = None
-    return LedgerView(state, problem, seq)
-
-
-def show_ledger(view: LedgerView | None) -> None:
-    if view is not None:
-        text, style = view.line()
-        say(text, style=style)
 
 
 def show_warnings(warnings: list[str]) -> None:

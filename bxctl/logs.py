@@ -50,6 +50,7 @@ class RotatingLog:
         self._partial = b""
         self._fd = -1
         self._size = 0
+        self._lost = 0  # lines that could not be written (a full disk), said once it has room
 
     def __repr__(self) -> str:
         return f"RotatingLog({self.path}, {self._size} bytes)"
@@ -82,7 +83,12 @@ class RotatingLog:
             self._fd = -1
 
     def _append(self, data: bytes) -> None:
-        try:  # a full disk or a removed folder must not stop the supervisor: the line is lost
+        """Append whole lines. A full disk or a removed folder must not stop the supervisor:
+        lines that cannot be written are lost, and the next line that can be says how many."""
+        if self._lost:
+            said = f"{rfc3339(now_ms())} supervisor: {self._lost} lines of this log were lost: "
+            data = said.encode() + b"its disk was full, or its folder could not be written\n" + data
+        try:
             if self._fd < 0:
                 self._open()
             if self._size > 0 and self._size + len(data) > self.max_bytes:
@@ -90,10 +96,24 @@ class RotatingLog:
                 self._fd = -1
                 rotate(self.path, self.keep)
                 self._open()
-            os.write(self._fd, data)
+            self._write_whole(data)
         except OSError:
+            self._lost += max(1, data.count(b"\n") - (1 if self._lost else 0))
             return
+        self._lost = 0
         self._size += len(data)
+
+    def _write_whole(self, data: bytes) -> None:
+        """All of `data`, or none of it: a part a full disk took is cut back off."""
+        done = 0
+        try:
+            while done < len(data):
+                done += os.write(self._fd, data[done:])
+        except OSError:
+            if done:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(self._fd, os.fstat(self._fd).st_size - done)
+            raise
 
     def _open(self) -> None:
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC

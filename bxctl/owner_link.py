@@ -44,7 +44,7 @@ class OwnerLink:
         try:
             self.endpoint = load_config(home.config).sockets.endpoint(socket, home)
             if socket in SERVERS:
-                secure = _as_owner(home, SERVERS[socket])
+                secure = as_owner(home, SERVERS[socket])
         except (ConfigError, curve.KeyFileError) as error:
             fail(str(error))
         self._client = SyncClient(self.endpoint, name=self.service, secure=secure)
@@ -103,7 +103,7 @@ class OwnerLink:
         fail(explain(self.service, trouble, info))
 
 
-def _as_owner(home: Home, server: str) -> Secure:
+def as_owner(home: Home, server: str) -> Secure:
     """What makes a socket a CURVE client with the owner's key, of `server`'s key."""
     pair = curve.load_pair(home.keys, "owner")
     public = curve.load_public(home.keys, server)

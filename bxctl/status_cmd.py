@@ -1,7 +1,8 @@
 """`bxctl status` (SPEC §13): each service's state, pid, uptime, restarts, memory and CPU as
-the running supervisor reports them; the ledger's state, from brokerd's report and the end of
-the ledger (issue 10); the MCP servers, the tokens spent today, and what about the home is
-less safe than it should be. In a table, or as JSON for scripts.
+the running supervisor reports them; the ledger's state, asked of brokerd now, with the end of
+the ledger (issues 10, 28); each of the home's disks that is full; the MCP servers, the tokens
+spent today, and what about the home is less safe than it should be. In a table, or as JSON
+for scripts.
 """
 
 from __future__ import annotations
@@ -13,25 +14,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
-import psutil  # type: ignore[import-untyped, unused-ignore]  # no stubs installed
 import typer
 
-from bxcore import report as brokerd_report
+from bxcore import disk
 from bxcore.config import ConfigError, load_config
 from bxcore.home import Home
 from bxcore.messages import ServiceState, SupervisorReport
 from bxctl import mcp_cmds, tokens_view
-from bxctl.box_view import (
-    UNSANDBOXED,
-    LedgerView,
-    ledger_view,
-    measure,
-    service_json,
-    show_ledger,
-    show_warnings,
-    status_table,
-)
+from bxctl.box_view import UNSANDBOXED, measure, service_json, show_warnings, status_table
 from bxctl.console_cmd import console_hint
+from bxctl.ledger_link import ask_ledger
+from bxctl.ledger_view import LedgerView, disk_json, disk_lines, ledger_view
 from bxctl.output import print_json, say
 from bxctl.safety import box_warnings, sandbox_report
 from bxctl.supervisor_link import running, status_report
@@ -45,8 +38,8 @@ def status(
 ) -> None:
     """Each service: state, pid, uptime, restarts, memory and CPU; the ledger's state; the
     tokens spent today (and the day's cap); and
-    what about the home is less safe than it should be. Exit 3 unless all run and the
-    ledger is ok."""
+    what about the home is less safe than it should be. Exit 3 unless all run, the ledger is
+    ok and no disk of the home's is full."""
     home: Home = ctx.obj.home
     warnings = box_warnings(home)
     record = running(home)
@@ -62,6 +55,7 @@ def status(
     services = [service_json(info, usage.get(info.pid or 0)) for info in report.services]
     unsandboxed = report.sandbox == "none"
     ledger = _ledger(home, report)
+    disks = home_disks(home)
     mcp = mcp_cmds.server_rows(home) if _has_mcp(home) else []
     tokens = tokens_view.today(home, report.services)
     if as_json:
@@ -76,6 +70,7 @@ def status(
                 "console": report.console,
                 "services": services,
                 "ledger": None if ledger is None else ledger.json(),
+                "disks": disk_json(disks),
                 "tokens": tokens_view.tokens_json(tokens),
                 "warnings": warnings,
             }
@@ -85,7 +80,11 @@ def status(
         if unsandboxed:
             say(UNSANDBOXED, style="red")
         status_table(services)
-        show_ledger(ledger)
+        if ledger is not None:
+            said, look = ledger.line()
+            say(said, style=look)
+        for line in disk_lines(disks):
+            say(line, style="red")
         if tokens is not None:
             text, style = tokens_view.tokens_line(tokens)
             say(text, style=style)
@@ -106,6 +105,21 @@ def status(
         raise typer.Exit(3)
     if ledger is not None and ledger.bad:
         raise typer.Exit(3)
+    if any(place.full for place in disks):
+        raise typer.Exit(3)
+
+
+def home_disks(home: Home) -> list[disk.Disk]:
+    """The disks the box writes on, each with what it keeps there and the room left."""
+    return disk.places(
+        [
+            ("the ledger", home.audit),
+            ("the session labels", home.state_broker),
+            ("the histories", home.sessions),
+            ("memory", home.memory_db.parent),
+            ("the logs", home.logs),
+        ]
+    )
 
 
 def _has_mcp(home: Home) -> bool:
@@ -115,22 +129,15 @@ def _has_mcp(home: Home) -> bool:
         return False
 
 
-#: A report older than brokerd's start by more than this is a former brokerd's. A restart
-#: comes at least 0.5 s (the first backoff) after the exit, so the two cannot be confused.
-STALE_S = 0.25
-
-
 def _ledger(home: Home, report: SupervisorReport) -> LedgerView | None:
-    """The ledger's state as brokerd last reported it, if this brokerd did (`bxcore.report`)."""
+    """The ledger's state as brokerd says it now (`ledger_link`), with the seq of the ledger's
+    last record (brokerd's may be a few records behind by the time it is printed)."""
     brokerd = next((info for info in report.services if info.name == "brokerd"), None)
-    fresh = False
-    if brokerd is not None and brokerd.pid is not None:
-        with contextlib.suppress(OSError, psutil.Error):
-            written = (home.run / brokerd_report.NAME).stat().st_mtime
-            fresh = written >= psutil.Process(brokerd.pid).create_time() - STALE_S
-    view = ledger_view(brokerd_report.read(home).get("ledger"), brokerd, fresh=fresh)
+    running = brokerd is not None and brokerd.state is ServiceState.RUNNING
+    answer = ask_ledger(home) if running else None
+    view = ledger_view(answer, brokerd, home.audit)
     if view is not None and view.state == "ok":
-        view = replace(view, seq=newest_seq(home.ledger) or view.seq)  # the report's is old
+        view = replace(view, seq=newest_seq(home.ledger) or view.seq)
     return view
 
 

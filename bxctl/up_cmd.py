@@ -1,6 +1,8 @@
 """`bxctl up` (SPEC §13): checks the config and the grants before anything starts, then runs the
 supervisor detached (or in this process with `--foreground`) and waits until every service
-answers, showing each as it comes up.
+answers, showing each as it comes up; then asks brokerd whether its ledger can be written, and
+fails with one line when it cannot (cut, broken, failed, or on a full disk, issue 28): the box
+stays up, so that the owner can look and mend it (`bxctl audit verify`, `bxctl audit accept`).
 """
 
 from __future__ import annotations
@@ -21,13 +23,15 @@ import typer
 from bxcore import runlock
 from bxcore.config import Config, ConfigError, load_config
 from bxcore.home import Home, HomeError
-from bxcore.messages import SupervisorReport, SupervisorStatus
+from bxcore.messages import ServiceState, SupervisorReport, SupervisorStatus
 from bxctl import model_reach, pidfile
 from bxctl.box_view import StartView, show_started, warn
 from bxctl.console_cmd import console_hint
 from bxctl.demo import prepare as prepare_demo
 from bxctl.grant_cmds import checked_grants
 from bxctl.init import init_home
+from bxctl.ledger_link import ask_ledger
+from bxctl.ledger_view import LedgerView, ledger_view
 from bxctl.logs import rotate_if_over, tail
 from bxctl.output import fail, say
 from bxctl.pidfile import Box
@@ -38,6 +42,7 @@ from bxctl.supervisor_link import NoAnswer, ask, request_id, running, status_rep
 from services.brokerd.core.grant_check import said
 
 UP_TIMEOUT_S = 180.0  # a service may take 10 s to answer, and back off five times
+LOAD_WAIT_S = 10.0  # how long `up` waits for brokerd to read its ledger (an index: at once)
 
 
 def _check_home(home: Home) -> Config:
@@ -164,10 +169,34 @@ def _up_detached(home: Home, config: Config, service_args: Sequence[str]) -> Non
         view.close()
     assert report is not None
     show_started(home, report, fatal=True)
+    check_ledger(home, report, fatal=True)
     hint = model.hint(0.2) if model is not None else None
     if hint is not None:
         say(hint, style="yellow")
     _next_steps()
+
+
+def check_ledger(home: Home, report: SupervisorReport, *, fatal: bool) -> None:
+    """A box whose ledger cannot be written runs no call: say so in one line, and fail (exit
+    1) when `fatal`. Waits a while for a ledger being read; one still loading is said."""
+    brokerd = next((info for info in report.services if info.name == "brokerd"), None)
+    if brokerd is None or brokerd.state is not ServiceState.RUNNING:
+        return
+    deadline = time.monotonic() + LOAD_WAIT_S
+    view: LedgerView | None = None
+    while view is None or (view.state == "loading" and time.monotonic() < deadline):
+        if view is not None:
+            time.sleep(0.05)
+        view = ledger_view(ask_ledger(home), brokerd, home.audit)
+    assert view is not None
+    problem = view.up_problem()
+    if problem is not None:
+        line = f"{problem} (the box is up)"
+        if fatal:
+            fail(line)
+        warn(line)
+    elif view.state != "ok":
+        say(view.line()[0], style="yellow")
 
 
 def _up_foreground(home: Home, config: Config, specs: Sequence[ServiceSpec]) -> None:
@@ -194,6 +223,7 @@ def _up_foreground(home: Home, config: Config, specs: Sequence[ServiceSpec]) -> 
         finally:
             view.close()
         show_started(home, report, fatal=False)
+        await anyio.to_thread.run_sync(lambda: check_ledger(home, report, fatal=False))
         say("running in the foreground: Ctrl-C stops the box")
 
     async def main() -> None:

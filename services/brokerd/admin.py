@@ -14,6 +14,7 @@ from dataclasses import replace
 
 import anyio
 
+from bxcore import disk
 from bxcore.client import Client, ProtocolError, Unreachable
 from bxcore.messages import (
     Absorb,
@@ -35,6 +36,9 @@ from bxcore.messages import (
     GrantRemove,
     GrantsReload,
     JobHistoryQuery,
+    LedgerHealth,
+    LedgerQuery,
+    LedgerStatus,
     Notes,
     NotesQuery,
     PendingList,
@@ -121,6 +125,7 @@ class Admin:
             Route(GrantRemove, self.grant_remove),
             Route(NotesQuery, self.notes),
             Route(JobHistoryQuery, self.job_history),
+            Route(LedgerQuery, self.ledger_status),
         )
 
     def __repr__(self) -> str:
@@ -231,6 +236,20 @@ class Admin:
             report.head.seq,
             report.head.hash,
             None if why is None else short(why),
+        )
+
+    async def ledger_status(self, message: LedgerQuery) -> LedgerStatus:
+        """The ledger's state now, as every call meets it (issue 28): `bxctl status` and
+        `bxctl up` ask, so that no copy of it can go stale unnoticed; answered also while the
+        ledger loads. `free`: the room on its disk, which a full one is told by."""
+        ledger = self.ledger
+        problem = ledger.problem
+        return LedgerStatus(
+            message.id,
+            LedgerHealth(ledger.state.value),
+            ledger.head.seq,
+            None if problem is None else short(problem),
+            disk.free_bytes(ledger.path.parent),
         )
 
     async def audit_accept(self, message: AuditAccept) -> AuditReport | Error:

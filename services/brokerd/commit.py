@@ -66,20 +66,26 @@ class Committer:
     @property
     def available(self) -> bool:
         """Whether appends may be tried now (a failed ledger is reopened every few seconds)."""
-        state = self.ledger.state
-        if state is LedgerState.OK:  # asked twice a call: the answer, at once
+        if self._writes():  # asked twice a call: the answer, at once
             return True
-        if state is LedgerState.FAILED:
-            now = self._clock()
-            if now - self._last_reopen >= REOPEN_EVERY_S:
-                self._last_reopen = now
-                self._reopen()
-        return self.ledger.state is LedgerState.OK
+        self.retry()
+        return self._writes()
 
-    def _reopen(self) -> None:
-        self.ledger.reopen()
-        if self.ledger.state is LedgerState.OK:
-            log.warning("the ledger was reopened and verified; writing again")
+    def retry(self) -> None:
+        """Reopen a failed ledger, at most every `REOPEN_EVERY_S`: a call does it as it comes,
+        and brokerd between calls, so that the ledger's state says it writes again as soon as
+        it can (the disk has room again, issue 28)."""
+        if self.ledger.state is not LedgerState.FAILED:
+            return
+        now = self._clock()
+        if now - self._last_reopen >= REOPEN_EVERY_S:
+            self._last_reopen = now
+            self.ledger.reopen()
+            if self._writes():
+                log.warning("the ledger was reopened and verified; writing again")
+
+    def _writes(self) -> bool:
+        return self.ledger.state is LedgerState.OK
 
     async def append(self, entries: Sequence[Entry]) -> list[Head]:
         """Append `entries` and return their heads once they are durable."""

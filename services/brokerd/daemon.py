@@ -24,13 +24,13 @@ from pathlib import Path
 import anyio
 from zmq.auth.asyncio import AsyncioAuthenticator
 
-from bxcore import __version__, aio, curve
+from bxcore import __version__, aio, curve, disk
 from bxcore.client import Client
 from bxcore.clock import now_ms
 from bxcore.config import SandboxConfig
 from bxcore.daemon import Context
 from bxcore.events import Publisher
-from bxcore.messages import LedgerHead
+from bxcore.messages import LedgerHead, LedgerQuery
 from bxcore.report import Report
 from bxcore.router import Router
 from services.brokerd import cgroup, leftovers
@@ -84,11 +84,16 @@ def fsync_with_faults(spec: str | None) -> Callable[[int], None]:
 PERSIST_EVERY_S = 0.2  # how often the index is committed and head.json written
 
 
-async def keep_persisting(ledger: Ledger) -> None:
+async def keep_persisting(ledger: Ledger, committer: Committer, report: Report) -> None:
     """Commit the index and write the confirmed head, off the answer path, until stopped
-    (`Ledger.close` does it once more)."""
+    (`Ledger.close` does it once more); write again a report that could not be written; and
+    reopen a ledger that failed for want of room once its disk has room again (as a call
+    would, every `REOPEN_EVERY_S`), so that it says it writes again, call or no call."""
     while True:
         await anyio.sleep(PERSIST_EVERY_S)
+        if ledger.lacked_room and not disk.is_full(disk.free_bytes(ledger.path.parent)):
+            committer.retry()
+        report.retry()
         try:
             await anyio.to_thread.run_sync(ledger.persist)
         except OSError as error:
@@ -287,6 +292,7 @@ async def serve(ctx: Context) -> None:
             service="brokerd",
             secure=lambda socket: curve.serve_curve(socket, own, "admin"),
             ready=loaded,
+            early=(LedgerQuery,),
         )
         log.info("serving: %r, %r, %r", broker_socket, admin_socket, ledger)
         async with anyio.create_task_group() as tasks:
@@ -304,7 +310,7 @@ async def serve(ctx: Context) -> None:
                 ledger.read_at_start,
             )
             tasks.start_soon(desk.run)
-            tasks.start_soon(keep_persisting, ledger)
+            tasks.start_soon(keep_persisting, ledger, committer, report)
             if config.mcp:
                 await tasks.start(mcp.serve, report)
             witness(ledger.head)

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
+from bxcore import disk
 from services.brokerd import ledger_start
 from services.brokerd.core.records import (
     GENESIS,
@@ -100,6 +101,7 @@ class Ledger:
         self._index: Index | None = None
         self._unindexed: list[tuple[Record, int]] = []  # appended; in the index at next use
         self.read_at_start = 0  # records the last start read (those its index did not hold)
+        self.lacked_room = False  # failed because a write found its disk full (issue 28)
 
     @classmethod
     def open(
@@ -256,7 +258,7 @@ class Ledger:
             size = os.fstat(self._fd).st_size
             confirmed = None if accept else read_confirmed(self.path.with_name(HEAD_FILE))
         except OSError as e:
-            self._fail(f"cannot open {self.path}: {cause(e)}")
+            self._fail(f"cannot open {self.path}: {cause(e, self.path.parent)}", room=e)
             return
         except ValueError as e:
             self._broken(str(e), None)
@@ -291,7 +293,9 @@ class Ledger:
             try:
                 os.ftruncate(self._fd, found.good_bytes)
             except OSError as e:
-                self._fail(f"cannot cut the torn end of {self.path}: {cause(e)}")
+                self._fail(
+                    f"cannot cut the torn end of {self.path}: {cause(e, self.path.parent)}", room=e
+                )
                 return
             entries.insert(0, recovered(cut_bytes=size - found.good_bytes, why=found.cut_why))
         if entries:
@@ -322,7 +326,7 @@ class Ledger:
                 cut = f"line {seq + 1}: written after the last confirmed record (seq {seq})"
                 entries.append(recovered(cut_bytes=size - confirmed.size, why=cut))
         except OSError as e:
-            self._fail(f"cannot reopen {self.path}: {cause(e)}")
+            self._fail(f"cannot reopen {self.path}: {cause(e, self.path.parent)}", room=e)
             return
         self._set(LedgerState.OK, None)
         if entries:
@@ -333,7 +337,9 @@ class Ledger:
         self._short = short if cuttable else None
         self._set(LedgerState.BROKEN, why)
 
-    def _fail(self, problem: str) -> None:
+    def _fail(self, problem: str, room: BaseException | None = None) -> None:
+        """`failed`; `room`: the error, which says whether the write found no room."""
+        self.lacked_room = room is not None and disk.lacks_room(room)
         self._set(LedgerState.FAILED, problem)
 
     # --- keeping what is derived --------------------------------------------------------------
@@ -440,7 +446,8 @@ class Ledger:
             step = "fsync"
             self._fsync(fd)
         except BaseException as e:  # whatever it was, the file's end is now unknown
-            self._fail(f"cannot {step} {self.path}: {cause(e) if isinstance(e, OSError) else e}")
+            why = cause(e, self.path.parent) if isinstance(e, OSError) else e
+            self._fail(f"cannot {step} {self.path}: {why}", room=e)
             if isinstance(e, OSError):
                 raise LedgerUnavailable(f"the ledger failed: {self._problem}") from e
             raise

@@ -19,6 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO
 
+from bxcore import disk
 from bxcore.witness import line_ending_at
 from services.brokerd.core.chain import ChainCheck, ChainReport
 from services.brokerd.core.records import (
@@ -258,5 +259,9 @@ def _nonempty(lines: list[bytes]) -> Iterator[bytes]:
     return (line for line in lines if line)
 
 
-def cause(e: OSError) -> str:
+def cause(e: OSError, folder: Path | None = None) -> str:
+    """Why an operation on the ledger failed, in one line; a write that found no room names
+    the disk holding `folder` and the room left on it (issue 28)."""
+    if folder is not None and disk.lacks_room(e):
+        return disk.full(folder, disk.free_bytes(folder))
     return e.strerror or str(e) or type(e).__name__

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from bxcore import disk
 from bxcore.atomic import write_atomically
 from bxcore.bounded import Bounded
 from bxcore.errors import one_line
@@ -91,7 +92,7 @@ class StateStore:
             self.folder.mkdir(exist_ok=True, mode=0o700)
             write_atomically(path, encode_label(joined))
         except OSError as error:
-            raise StateError(f"cannot write {path}: {error.strerror}") from None
+            raise StateError(f"cannot write {path}: {_why(path, error)}") from None
         self._cache.put(session, joined)
         return joined
 
@@ -125,3 +126,10 @@ def answer_state(labels: StateStore, message: StateQuery, *, peek: bool = False)
         return State(message.id, message.session, look(message.session))
     except StateError as error:
         return Error(message.id, ErrorCode.UNAVAILABLE, str(error))
+
+
+def _why(path: Path, error: OSError) -> str:
+    """The OS's words, or on a full disk which disk and the room left on it (issue 28)."""
+    if disk.lacks_room(error):
+        return disk.full(path.parent, disk.free_bytes(path.parent))
+    return str(error.strerror)

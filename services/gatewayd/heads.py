@@ -19,7 +19,7 @@ from pathlib import Path
 
 import anyio
 
-from bxcore import witness
+from bxcore import disk, witness
 from bxcore.messages import LedgerHead
 
 log = logging.getLogger("gatewayd")
@@ -176,7 +176,9 @@ class HeadKeeper:
         except OSError as error:
             with self._lock:
                 self._writing = False
-            log.error("cannot write the witness %s: %s", self.path, error)
+            why = disk.unwritable(self.path.parent, error)  # written with the next head
+            log.error("cannot write the witness %s: %s; written again with the next head",
+                      self.path, why)  # fmt: skip
             return
         with self._lock:
             self._writing = False

@@ -1,8 +1,11 @@
 """loopd's shell (SPEC §10): the `loop` socket, the `loop-events` stream, and a worker per
 busy session, so each session runs one turn at a time and sessions run side by side.
 
-An owner message is written to the session's history before it is accepted; one for a session
-id of the sub-agents' form (`sub-…`) or of a job's run (`job-…`) is refused, writing nothing.
+An owner message is written to the session's history before it is accepted, as the turn after
+every turn the history holds; one for a session id of the sub-agents' form (`sub-…`) or of a
+job's run (`job-…`) is refused, writing nothing, and so is one that cannot be written, or that
+comes while the sessions' disk is full (issue 28): its answer says so, and the next message
+is taken as soon as there is room again.
 Job runs are the scheduler's (`scheduler.py`, §19): it starts them, and carries on those a stop
 cut off; `job_run` starts one now. At start, loopd reads every
 history once, keeping a summary of each, and resumes the turns a crash cut off (§10.6); a
@@ -46,13 +49,16 @@ from bxcore.messages import (
     Tokens,
     TokensQuery,
     TurnEvent,
+    short,
 )
 from bxcore.once import Once
 from bxcore.router import Router
 from bxcore.routes import Refusal, Route, Routes
 from bxcore.sockets import LoopAnswer, LoopRequest
 from bxcore.wire import MAX_MESSAGE
+from services.loopd import room
 from services.loopd.history import SessionLog
+from services.loopd.history_write import HistoryUnwritable
 from services.loopd.model import Model
 from services.loopd.providers import make_model
 from services.loopd.scheduler import NotStarted, Scheduler
@@ -84,8 +90,11 @@ class Loop:
         self.sessions = Sessions(ctx.home, tally=tally)
         self.meter = Meter(tally, ctx.config.loop.max_tokens_per_day)
         self._busy: set[str] = set()
-        # (request id, session) -> its answer: a retried owner message never runs a second turn
-        self._accepted: Once[tuple[str, str], Accepted] = Once(Bounded(REMEMBERED))
+        # (request id, session) -> its answer: a retried owner message never runs a second turn;
+        # one that was not taken is tried afresh
+        self._accepted: Once[tuple[str, str], Accepted | Error] = Once(
+            Bounded(REMEMBERED), keep=lambda answer: isinstance(answer, Accepted)
+        )
         self._cancelled: Once[tuple[str, str], Cancelled] = Once(Bounded(REMEMBERED))
         self._job_runs: Once[str, JobRunStarted | Error] = Once(Bounded(REMEMBERED))
         self.routes: Routes[LoopAnswer] = Routes(
@@ -142,10 +151,17 @@ class Loop:
             (message.id, message.session), lambda: self._accept(message)
         )
 
-    async def _accept(self, message: OwnerMessage) -> Accepted:
+    async def _accept(self, message: OwnerMessage) -> Accepted | Error:
+        refused = room.refusal(self._ctx.home.sessions)
+        if refused is not None:
+            return Error(message.id, ErrorCode.UNAVAILABLE, short(refused))
         session = self.sessions.get(message.session)
-        turn = session.turns + 1
-        said = session.event(turn, OwnerSaid(message.text))
+        turn = session.next_turn
+        try:
+            said = session.event(turn, OwnerSaid(message.text))
+        except HistoryUnwritable as error:
+            why = room.not_taken(error.why, room=error.room)
+            return Error(message.id, ErrorCode.UNAVAILABLE, short(why))
         self._publisher.publish(said)
         self._work(message.session)
         return Accepted(message.id, message.session, turn, said.seq)
@@ -205,7 +221,12 @@ class Loop:
     async def _worker(self, session: SessionLog) -> None:
         try:
             while session.unfinished():
-                await self.turns.run(session, session.unfinished()[0])
+                turn = session.unfinished()[0]
+                try:
+                    await self.turns.run(session, turn)
+                except Exception as error:  # a bug: the turn ends saying so, the next may run
+                    log.exception("%s turn %d failed", session.session, turn)
+                    self.turns.broke(session, turn, error)
         except Exception:
             log.exception(
                 "the worker of %s failed; its turn resumes at the next start", session.session

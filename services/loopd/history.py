@@ -10,12 +10,16 @@ whole is `history_scan`'s. loopd is the only writer of `{home}/sessions/`.
 
 A line is never longer than one that can be read back (`MAX_LINE`, the wire's limit); a line
 that cannot be read is passed over, never cut with all that follows, except a torn last line.
+Records are written whole or not at all (`history_write`, issue 28), and a turn's number is
+never used twice, however the file was damaged (`next_turn`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -32,11 +36,15 @@ from bxcore.messages import (
     TurnError,
     TurnEvent,
 )
+from services.loopd.history_write import HistoryUnwritable, append_whole
 from services.loopd.model import Assistant, Message, ToolCall, ToolResult, User
 
 log = logging.getLogger("loopd")
 
 MAX_LINE = wire.MAX_MESSAGE  # `decode` reads no longer line
+# A turn's or an event's number in a line that cannot be read: a key's own quote is bare, one
+# inside a JSON string is escaped (`\"turn\":`), so no text of the model's matches.
+_NUMBERED = re.compile(rb'"(turn|seq)":([0-9]{1,15})[,}]')
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +188,9 @@ class SessionLog:
     updated: str = ""  # when the file was last written
     size: int = 0  # the file's length in bytes
     spent: list[tuple[str, int]] = field(default_factory=list)  # each answer's (at, tokens)
+    write: Callable[[int, bytes], int] = field(default=os.write, repr=False)  # os.write; a seam
+    _top: int = field(default=0, init=False)  # the highest turn number the history holds
+    _owed: list[bytes] = field(default_factory=list, init=False)  # taken, not yet written
     _turns: dict[int, _Turn] = field(default_factory=dict, init=False)
     _calls: dict[str, Call] = field(default_factory=dict, init=False)  # every call, by our id
 
@@ -207,6 +218,7 @@ class SessionLog:
                 record = decode(line)
             except ValueError:
                 bad += 1
+                found._count_numbers(line)
                 continue
             found._take(record)
         if bad:
@@ -219,8 +231,29 @@ class SessionLog:
         found.updated = rfc3339(written)
         return found
 
+    def _count_numbers(self, line: bytes) -> None:
+        """A line that cannot be read (two records glued before issue 28) may hold a turn and
+        an event: their numbers are never used again."""
+        for key, number in _NUMBERED.findall(line):
+            if key == b"turn":
+                self._top = max(self._top, int(number))
+            else:
+                self.seq = max(self.seq, int(number))
+
+    @property
+    def next_turn(self) -> int:
+        """The next owner message's turn: past every turn number the history holds (a line that
+        cannot be read too), so no message is taken into a turn that has begun or ended."""
+        return self._top + 1
+
+    @property
+    def owing(self) -> bool:
+        """Whether records were taken that are not written yet (`append(owe=True)`)."""
+        return bool(self._owed)
+
     def _take(self, record: Record) -> None:
         self.records.append(record)
+        self._top = max(self._top, record.turn)
         turn = self._turns.get(record.turn)
         if turn is None:
             turn = self._turns[record.turn] = _Turn()
@@ -260,9 +293,11 @@ class SessionLog:
         else:
             self.spawns[record.call] = record.child
 
-    def append(self, record: Record) -> None:
+    def append(self, record: Record, *, owe: bool = False) -> None:
         """Write one record durably, then remember it; `RecordTooLarge` (and nothing written)
-        when its line could not be read back."""
+        when its line could not be read back; `HistoryUnwritable` when it could not be written
+        (the file as it was). With `owe`, one that cannot be written is remembered all the
+        same, and written before the next that can be (a turn's end the owner was shown)."""
         if isinstance(record, ModelReply):  # at least a byte a character: refused unencoded
             least = len(record.text) + sum(len(c.arguments) for c in record.calls)
             if least > MAX_LINE:
@@ -270,21 +305,21 @@ class SessionLog:
         line = encode(record) + b"\n"
         if len(line) - 1 > MAX_LINE:
             raise RecordTooLarge(_too_large(record, len(line) - 1))
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            os.write(fd, line)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            data = b"".join([*self._owed, line])
+            self.size = append_whole(self.path, self.size, data, self.write)
+            self._owed.clear()
+        except HistoryUnwritable:
+            if not owe:
+                raise
+            self._owed.append(line)
         self._take(record)
-        self.size += len(line)
         self.updated = rfc3339(now_ms())
 
-    def event(self, turn: int, event: Event) -> TurnEvent:
-        """Record an event of `turn` with the session's next seq."""
+    def event(self, turn: int, event: Event, *, owe: bool = False) -> TurnEvent:
+        """Record an event of `turn` with the session's next seq (`owe`: as `append`)."""
         record = TurnEvent(self.session, turn, self.seq + 1, event)
-        self.append(record)
+        self.append(record, owe=owe)
         return record
 
     def outline(self) -> Outline:

@@ -8,8 +8,9 @@ owner), within `max_steps` and `max_runtime_s`, ended `denied` when the owner re
 its calls or lets it expire; `job_ended` recorded; the state written with the run closed.
 Killed anywhere in between, the next start finds the run open and carries the same run on:
 `job_started` again is answered from the ledger, the history says whether the prompt was
-written and the turn ended. So a run is neither lost nor doubled. Time is read through `now`
-and waited through `sleep`, both given.
+written and the turn ended. So a run is neither lost nor doubled. A state that cannot be written
+(a full disk, issue 28) starts no run, is said once in the log, and is written again each tick
+until it can be. Time is read through `now` and waited through `sleep`, both given.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 import anyio
 from anyio.abc import TaskGroup
 
+from bxcore import disk
 from bxcore.atomic import write_atomically
 from bxcore.client import Client, ProtocolError, Unreachable
 from bxcore.errors import SetupError, one_line
@@ -88,6 +90,7 @@ class Scheduler:
         self._sleep = sleep
         self._states = _read_states(home.job_runs)
         self._saved = dict(self._states)  # what the file holds
+        self._unsaved: str | None = None  # why the last write of the states failed
         self._tasks: TaskGroup | None = None
 
     def __repr__(self) -> str:
@@ -108,6 +111,7 @@ class Scheduler:
     def tick(self) -> None:
         """Look at every job once and start what falls due."""
         now = self._now()
+        before = dict(self._states)
         jobs = read_jobs(self._home.jobs, _grant_ids(self._home.grants)).valid
         seen = {job.id: job for job in jobs}
         for job_id in set(self._states) - set(seen):  # gone or invalid: nothing is missed
@@ -122,8 +126,10 @@ class Scheduler:
             self._states[job.id] = state
             if opened is not None:
                 started.append((job.id, opened))
-        if started or self._stale():
-            self._save()  # before any run starts: its number is taken for good
+        if (started or self._stale()) and not self._save() and started:
+            for job_id, _ in started:  # its number is not taken for good: no run starts
+                self._restore(job_id, before.get(job_id))
+            return
         for job_id, opened in started:
             log.info("job %s: run %d (%s)", job_id, opened.run, opened.why)
             self._start(job_id, opened)
@@ -142,8 +148,11 @@ class Scheduler:
             )
         except Busy as busy:
             raise NotStarted(str(busy)) from None
+        was = self._states.get(job_id)
         self._states[job_id] = state
-        self._save()
+        if not self._save():
+            self._restore(job_id, was)
+            raise NotStarted(f"the run could not be started: {self._unsaved}")
         self._start(job_id, opened)
         return job_run_session(job_id, opened.run)
 
@@ -291,11 +300,29 @@ class Scheduler:
                 return True
         return False
 
-    def _save(self) -> None:
+    def _restore(self, job_id: str, state: JobState | None) -> None:
+        if state is None:
+            self._states.pop(job_id, None)
+        else:
+            self._states[job_id] = state
+
+    def _save(self) -> bool:
+        """Write the states durably; False when they cannot be (said in the log once until
+        they are): the states differ from the file's, so the next tick writes them again."""
         path = self._home.job_runs
-        path.parent.mkdir(mode=0o700, exist_ok=True)
-        write_atomically(path, job_plan.dump(self._states))
-        self._saved = dict(self._states)
+        try:
+            path.parent.mkdir(mode=0o700, exist_ok=True)
+            write_atomically(path, job_plan.dump(self._states))
+        except OSError as error:
+            why = disk.unwritable(path.parent, error)
+            if self._unsaved is None:
+                log.error("cannot write the jobs' states %s: %s; trying again", path, why)
+            self._unsaved = why
+            return False
+        if self._unsaved is not None:
+            log.warning("the jobs' states are written again")
+        self._saved, self._unsaved = dict(self._states), None
+        return True
 
 
 def _read_states(path: Path) -> dict[str, JobState]:

@@ -2,7 +2,9 @@
 last written, its tokens) for the session list, and a bounded cache of loaded histories, each
 loaded when a turn or a new owner message needs it and let go once idle. History pages are read
 from the files. What it holds does not grow with the histories, only with the number of
-sessions. Its scan at start gives the day's tally (`usage.Tally`) every answer's cost.
+sessions. Its scan at start gives the day's tally (`usage.Tally`) every answer's cost. A history
+let go while it owes records to its file (a turn's end a full disk kept out, issue 28) is kept
+aside and taken again, never loaded afresh without them.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class Sessions:
         self._tally = tally  # what `scan` finds spent is added to it
         self._summaries: dict[str, Summary] = {}  # stale while loaded: the log is the truth
         self._loaded: Cache[SessionLog] = Cache(max_loaded, max_bytes)
+        self._owing: dict[str, SessionLog] = {}  # let go with records not yet written
 
     def __repr__(self) -> str:
         return f"Sessions({len(self.names())} known, {self._loaded!r})"
@@ -103,7 +106,7 @@ class Sessions:
         """The session's history, loaded if it was not; for use before the next `await`."""
         found = self._loaded.get(name)
         if found is None:
-            found = SessionLog.load(name, self._home.session_history(name))
+            found = self._load(name)
             self._let_go(self._loaded.add(name, found, found.size))
         return found
 
@@ -112,9 +115,13 @@ class Sessions:
         session sees while a turn runs."""
         if name in self._loaded:
             return self._loaded.hold(name)
-        found = SessionLog.load(name, self._home.session_history(name))
+        found = self._load(name)
         self._let_go(self._loaded.add(name, found, found.size, hold=True))
         return found
+
+    def _load(self, name: str) -> SessionLog:
+        owing = self._owing.pop(name, None)
+        return owing or SessionLog.load(name, self._home.session_history(name))
 
     def release(self, name: str) -> None:
         found = self._loaded.peek(name)
@@ -147,3 +154,5 @@ class Sessions:
     def _let_go(self, gone: list[SessionLog]) -> None:
         for each in gone:
             self._summaries[each.session] = Summary(each.turns, each.updated, each.tokens)
+            if each.owing:
+                self._owing[each.session] = each

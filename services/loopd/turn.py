@@ -10,6 +10,9 @@ The owner may stop a running turn (`cancel`, §12.2): its model request or its w
 is abandoned, every call left without a result reads `CANCELLED_RESULT`, and the turn, and
 each of its sub-agents' running turns, ends `cancelled`.
 
+A turn whose history cannot be written (a full disk, issue 28), or that fails unforeseen
+(`broke`), ends with an `error` event and `turn_end`, shown at once, written when it can be.
+
 Each answer's cost is recorded with it and counted in the day's tally (`usage.py`); a turn past
 its own token budget, or the one that reaches `[loop] max_tokens_per_day`, ends `budget` after
 that answer, and no turn starts once the day's cap is reached (issue 16).
@@ -30,6 +33,7 @@ from bxcore import wire
 from bxcore.client import Client
 from bxcore.config import Config
 from bxcore.deny import DenyReason
+from bxcore.errors import one_line
 from bxcore.ids import MAX_TOOL_NAME, byte_length_between, descends, parent_of_sub, valid_session
 from bxcore.messages import (
     AssistantText,
@@ -49,6 +53,7 @@ from bxcore.messages import (
     short,
 )
 from bxcore.tools import BROKERED, SPAWN
+from services.loopd import room
 from services.loopd.ask import ask_model
 from services.loopd.broker_link import BrokerGone, BrokerLink
 from services.loopd.history import (
@@ -60,6 +65,7 @@ from services.loopd.history import (
     ToolResultRecord,
     encode,
 )
+from services.loopd.history_write import HistoryUnwritable
 from services.loopd.model import Model, ModelError, Offer
 from services.loopd.tools import (
     CANCELLED_RESULT,
@@ -143,8 +149,8 @@ class Turns:
                 await running.ended.wait()
         return own.turn if own is not None else None
 
-    def emit(self, session: SessionLog, turn: int, event: Event) -> None:
-        self._publish(session.event(turn, event))
+    def emit(self, session: SessionLog, turn: int, event: Event, *, owe: bool = False) -> None:
+        self._publish(session.event(turn, event, owe=owe))
 
     async def run(
         self,
@@ -168,7 +174,11 @@ class Turns:
             if running.scope.cancel_called:
                 return ""  # stopped before it began: the model is never asked
             with running.scope:
-                said = await self._run(session, turn, max_steps, max_tokens)
+                try:
+                    said = await self._run(session, turn, max_steps, max_tokens)
+                except HistoryUnwritable as error:
+                    self._halt(session, turn, room.turn_stopped(error.why, room=error.room))
+                    said = ""
                 ran = True
                 return said
             return ""  # the owner's cancel (caught here unless a parent's was cancelled too)
@@ -183,12 +193,25 @@ class Turns:
         """The end of a turn the owner stopped: a call left without a result reads that the
         turn was stopped (a result that comes later is never sent to the model)."""
         for call, _ in session.open_calls(turn):
-            session.append(ToolResultRecord(turn, call.id, CANCELLED_RESULT))
-        self._end(session, turn, EndReason.CANCELLED)
+            session.append(ToolResultRecord(turn, call.id, CANCELLED_RESULT), owe=True)
+        self._end(session, turn, EndReason.CANCELLED, owe=True)
         log.info("%s turn %d stopped by the owner", session.session, turn)
 
-    def _end(self, session: SessionLog, turn: int, reason: EndReason) -> None:
-        self.emit(session, turn, TurnEnd(reason, session.turn_tokens(turn)))
+    def broke(self, session: SessionLog, turn: int, error: Exception) -> None:
+        """End `turn`, which failed for a reason no one foresaw (its worker logged it)."""
+        said = room.turn_stopped(f"loopd failed during this turn: {one_line(error)}", room=False)
+        self._halt(session, turn, said)
+
+    def _halt(self, session: SessionLog, turn: int, said: str) -> None:
+        """End `turn` with an error; a call left without a result reads it too."""
+        for call, _ in session.open_calls(turn):
+            session.append(ToolResultRecord(turn, call.id, room.call_stopped(said)), owe=True)
+        self.emit(session, turn, TurnError(short(said)), owe=True)
+        self._end(session, turn, EndReason.ERROR, owe=True)
+        log.warning("%s turn %d stopped: %s", session.session, turn, said)
+
+    def _end(self, session: SessionLog, turn: int, reason: EndReason, *, owe: bool = False) -> None:
+        self.emit(session, turn, TurnEnd(reason, session.turn_tokens(turn)), owe=owe)
 
     async def _run(
         self, session: SessionLog, turn: int, max_steps: int | None, max_tokens: int | None

@@ -21,6 +21,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from bxcore import disk
 from bxcore.clock import rfc3339
 from bxcore.labels import CLEAN, DataClass, Label
 from services.memoryd.recall import Answer, match_expression, render_recall, store_label
@@ -195,7 +196,10 @@ class Store:
         except sqlite3.Error as error:
             if self._conn.in_transaction:
                 self._conn.execute("ROLLBACK")
-            raise StoreError(f"the memory store could not {what}: {_why(error)}") from None
+            folder = self.path.parent
+            full = disk.lacks_room(error)
+            why = disk.full(folder, disk.free_bytes(folder)) if full else _why(error)
+            raise StoreError(f"the memory store could not {what}: {why}") from None
 
     # -- the once table ----------------------------------------------------------------------
 

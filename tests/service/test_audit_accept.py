@@ -50,7 +50,10 @@ def test_a_cut_ledger_waits_for_the_owner_and_accept_makes_the_box_write_again(
     for written in folder.glob("f*"):
         written.unlink()
 
-    assert up(home, "brokerd", "gatewayd").returncode == 0
+    cut = up(home, "brokerd", "gatewayd")  # up, and says the ledger must be looked at
+    assert cut.returncode == 1
+    assert cut.stderr.count("\n") == 1 and "ledger broken: the ledger ends at byte" in cut.stderr
+    assert "`bxctl audit accept`" in cut.stderr and cut.stderr.endswith("(the box is up)\n")
     for call_id, arguments in writes.items():
         answer = call_raw(home, "cut", call_id, "write_file", arguments, rid="again")
         assert answer == denial("audit_unavailable", rid="again")

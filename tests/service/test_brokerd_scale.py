@@ -20,7 +20,7 @@ import psutil  # type: ignore[import-untyped, unused-ignore]
 from bench.ledger_builder import build
 from bxcore import report
 from bxcore.home import Home
-from bxcore.messages import Done, Ping, Pong
+from bxcore.messages import Done, LedgerHealth, LedgerQuery, LedgerStatus, Ping, Pong
 from tests.support.brokerd import args, call
 from tests.support.daemons import init_home, running, start
 
@@ -61,6 +61,8 @@ def test_a_big_ledger_is_read_once_while_ping_is_answered_and_memory_stays_flat(
         pong = brokerd.ask(Ping("p1"), timeout=15.0)
         assert isinstance(pong, Pong)
         assert report.read(Home(home))["ledger"]["state"] == "loading"
+        said = brokerd.ask(LedgerQuery("q1"), socket="admin", timeout=5.0)  # not held back
+        assert isinstance(said, LedgerStatus) and said.state is LedgerHealth.LOADING, said
         answers: list[Any] = []
         asking = threading.Thread(
             target=lambda: answers.append(call(brokerd, "s", "c1", "write_file", note(home)))
@@ -74,6 +76,9 @@ def test_a_big_ledger_is_read_once_while_ping_is_answered_and_memory_stays_flat(
         assert len(answers) == 1 and isinstance(answers[0], Done), answers
         brokerd.wait_ready()
         assert report.read(Home(home))["ledger"]["state"] == "ok"
+        said = brokerd.ask(LedgerQuery("q2"), socket="admin")
+        assert isinstance(said, LedgerStatus) and said.state is LedgerHealth.OK
+        assert said.seq > head.seq and said.problem is None and said.free
         assert records_read(brokerd.output()) == [RECORDS]
         assert rss(brokerd.pid) - idle < 20 * MB
     finally:

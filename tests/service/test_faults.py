@@ -226,7 +226,8 @@ def test_status_exits_3_and_says_why_when_brokerd_runs_with_a_failed_ledger(home
     faulty = {**env(), "BX_TEST_FAULTS": "fsync-after:0"}  # every fsync fails: nothing is durable
     command = [sys.executable, "-m", "bxctl", "--home", str(home), "up", "--service", "brokerd"]
     started = subprocess.run(command, capture_output=True, text=True, env=faulty, cwd=REPO)
-    assert started.returncode == 0, started.stderr
+    assert started.returncode == 1, started.stderr  # up, but it cannot run a call: it says so
+    assert started.stderr.count("\n") == 1 and "ledger failed: cannot open" in started.stderr
     code, data = status(home)
     assert code == 3
     assert services(home)["brokerd"]["state"] == "running"  # running, yet denying everything
@@ -237,6 +238,36 @@ def test_status_exits_3_and_says_why_when_brokerd_runs_with_a_failed_ledger(home
     line = next(x for x in plain.stdout.splitlines() if x.startswith("ledger "))
     assert line.startswith("ledger failed: cannot open")
     assert "every call is denied audit_unavailable" in line
+
+
+def _cut(lines: list[bytes]) -> list[bytes]:
+    return lines[:1]  # the records brokerd confirmed are gone
+
+
+def _broken(lines: list[bytes]) -> list[bytes]:
+    return [*lines[:-1], lines[-1].replace(b'"kind":"started"', b'"kind":"startex"')]  # rewritten
+
+
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [(_cut, "ledger broken: the ledger ends at byte"), (_broken, "ledger broken: ")],
+)
+def test_up_on_a_cut_or_broken_ledger_says_so_in_one_line_and_exits_1(
+    home: Path, damage: Any, said: str
+) -> None:
+    init_home(home)
+    for _ in range(2):  # each start adds its record: brokerd confirms a head of 2
+        assert up(home, "brokerd").returncode == 0
+        assert bxctl(home, "down").returncode == 0
+    ledger = Home(home).ledger
+    ledger.write_bytes(b"".join(damage(ledger.read_bytes().splitlines(keepends=True))))
+    started = up(home, "brokerd")
+    assert started.returncode == 1
+    assert started.stderr.count("\n") == 1 and started.stderr.startswith(f"bxctl: {said}")
+    assert "every call is denied audit_unavailable" in started.stderr
+    assert started.stderr.endswith("(the box is up)\n")
+    code, data = status(home)  # up, so that the owner can look and decide
+    assert code == 3 and data["ledger"]["state"] == "broken"
 
 
 def test_status_without_brokerd_in_the_box_says_nothing_of_the_ledger(home: Path) -> None:

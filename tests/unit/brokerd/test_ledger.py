@@ -472,7 +472,9 @@ def test_a_short_write_then_a_failed_write_leaves_no_half_line_to_glue_onto(
 ) -> None:
     opened.append(*decision("c1"))
     disk.short_write = 25
-    with pytest.raises(LedgerUnavailable, match=r"cannot write .*No space left"):
+    with pytest.raises(
+        LedgerUnavailable, match=r"cannot write .*: the disk holding .*audit is full \("
+    ):
         opened.append_batch([decision("c2"), decision("c3")])
     assert not path.read_bytes().endswith(b"\n")  # half a line is on disk
     disk.fail_write = None

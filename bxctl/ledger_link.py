@@ -1,0 +1,41 @@
+"""Asking brokerd for the ledger's state (issue 28), for `bxctl status` and `bxctl up`: its
+word now, over the admin socket with the owner's key, so that what they say cannot go stale
+unnoticed (a report file cannot be rewritten on a full disk). It never fails the command: no
+answer is a reason, which the ledger's line says.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bxcore import curve
+from bxcore.client import ProtocolError, SyncClient, Unreachable
+from bxcore.config import ConfigError, load_config
+from bxcore.home import Home
+from bxcore.messages import Error, LedgerQuery, LedgerStatus
+from bxctl.owner_link import as_owner, request_id
+
+ASK_S = 3.0  # answered at once, while the ledger loads too: longer means brokerd is stuck
+
+
+def ask_ledger(home: Home, timeout_s: float = ASK_S) -> LedgerStatus | str:
+    """brokerd's answer, or why there is none (one line)."""
+    try:
+        endpoint = load_config(home.config).sockets.endpoint("admin", home)
+        secure = as_owner(home, "brokerd")
+    except (ConfigError, curve.KeyFileError) as error:
+        return f"cannot ask brokerd: {error}"
+    if endpoint.startswith("ipc://") and not Path(endpoint[6:]).exists():
+        return f"brokerd has no admin socket at {endpoint}"
+    with SyncClient(endpoint, name="brokerd", secure=secure) as client:
+        try:
+            answer = client.request(LedgerQuery(request_id("ledger")), timeout=timeout_s, tries=1)
+        except Unreachable:
+            return f"brokerd did not answer in {timeout_s:g} s"
+        except ProtocolError as error:
+            return f"brokerd answered something unreadable: {error.reason}"
+    if isinstance(answer, LedgerStatus):
+        return answer
+    if isinstance(answer, Error):
+        return f"brokerd: {answer.message}"
+    return f"brokerd answered {type(answer).__name__}"
