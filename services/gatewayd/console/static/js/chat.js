@@ -188,8 +188,8 @@ export function onTurn(message) {
 
 function show(message) {
   if (message.seq <= state.last) return;
-  if (message.seq > state.last + 1 && state.last > 0) {
-    // Missed some: read them from the history, in order.
+  if (message.seq > state.last + 1) {
+    // Missed some (or the history is still loading): read them from the history, in order.
     loadHistory(state.current);
     return;
   }
