@@ -14,15 +14,18 @@ from bxcore.atomic import write_atomically
 from bxcore.home import Home
 from bxcore.mcp_state import NotListed, comparison, listing, pins
 from bxcore.mcp_tools import Pins, ToolDef, render_pins
+from bxcore.roles import propose
 from bxcore.visible import reasons, visible
 
 __all__ = ["NotListed", "comparison", "listing", "pins", "show_tool", "shown", "trust"]
 
 
 def trust(home: Home, name: str, tools: tuple[ToolDef, ...], now: datetime | None = None) -> Pins:
-    """Pin exactly `tools` (what the owner was shown) for server `name`."""
+    """Pin exactly `tools` (what the owner was shown) for server `name`, each with the roles
+    its arguments are proposed (§20)."""
     when = (now or datetime.now(UTC)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    pinned = Pins(name, when, {tool.name: tool for tool in tools})
+    roles = {tool.name: propose(tool.input_schema) for tool in tools}
+    pinned = Pins(name, when, {tool.name: tool for tool in tools}, roles)
     home.mcp.mkdir(mode=0o700, parents=True, exist_ok=True)
     write_atomically(home.mcp_pins(name), render_pins(pinned))
     return pinned
