@@ -62,6 +62,42 @@ def server_pattern(server: str) -> str:
     return f"{PREFIX}{server}__*"
 
 
+def pattern_of(name: str) -> tuple[str, str] | None:
+    """(server, prefix) of a grant's tool pattern — `mcp__<server>__<prefix>*`: every tool of
+    the server whose name starts with `prefix` (issue 27), `mcp__<server>__*` every tool of
+    it — or None when `name` is no pattern. Only a last `*` is a wildcard, and the name the
+    pattern would make must fit the model's names (§18.4)."""
+    if not name.endswith("*") or not name.startswith(PREFIX):
+        return None
+    server, sep, prefix = name[len(PREFIX) : -1].partition("__")
+    if not sep or not valid_server_name(server) or "*" in prefix:
+        return None
+    if MODEL_NAME.fullmatch(f"{PREFIX}{server}__{prefix}x") is None:
+        return None
+    return server, prefix
+
+
+def pattern_covers(pattern: str, tool: str) -> bool:
+    """Whether the grant pattern `pattern` covers the MCP tool the model calls `tool`."""
+    named, covered = pattern_of(pattern), split_name(tool)
+    return (
+        named is not None
+        and covered is not None
+        and covered[0] == named[0]
+        and covered[1].startswith(named[1])
+    )
+
+
+def pattern_said(pattern: str) -> str:
+    """A pattern in the owner's words."""
+    named = pattern_of(pattern)
+    assert named is not None, pattern
+    server, prefix = named
+    if not prefix:
+        return f"{pattern} (every tool of the server {server})"
+    return f"{pattern} (every tool of the server {server} whose name starts with {prefix})"
+
+
 @dataclass(frozen=True, slots=True)  # not @frozen: two fields are computed (__post_init__)
 class ToolDef:
     """One tool as a server lists it: what the owner reads and what is pinned.

@@ -164,7 +164,7 @@ def add(
         str,
         typer.Option(
             help="read_file, write_file, shell, http_fetch, memory, or an MCP tool: "
-            "mcp__SERVER__TOOL or mcp__SERVER__*"
+            "mcp__SERVER__TOOL, or a pattern mcp__SERVER__* or mcp__SERVER__PREFIX*"
         ),
     ],
     mode: Annotated[str, typer.Option(help="allow, ask or deny")] = "allow",

@@ -88,10 +88,10 @@ def blocking(tool: str, blocked: Mapping[str, InvalidGrant]) -> InvalidGrant | N
     """The invalid deny grant that denies every call of `tool`: one naming it, or, for an
     MCP tool, its server's pattern."""
     found = blocked.get(tool)
-    if found is not None:
+    if found is not None or mcp_tools.split_name(tool) is None:
         return found
-    named = mcp_tools.split_name(tool)
-    return None if named is None else blocked.get(mcp_tools.server_pattern(named[0]))
+    covering = [g for name, g in blocked.items() if mcp_tools.pattern_covers(name, tool)]
+    return min(covering, key=lambda g: g.id) if covering else None
 
 
 # --- a grant's [match] against the pinned schema -----------------------------------------------
@@ -103,30 +103,25 @@ def fit(grant: Grant, pins: Mapping[str, Pins]) -> Fit:
     can equal: JSON Schema's `properties`, and `type` where the schema says one."""
     if not grant.match:
         return FITS
-    server, tool = _named(grant.tool)
+    pattern = mcp_tools.pattern_of(grant.tool)
+    server, tool = pattern or mcp_tools.split_name(grant.tool) or ("", "")
     pinned = pins.get(server)
     if pinned is None:
         return Fit(unchecked=f"{server} has no pins yet; checked once `bxctl mcp trust {server}`")
-    if tool is None:
-        tools = list(pinned.tools.values())
+    if pattern is not None:
+        tools = [t for name, t in pinned.tools.items() if name.startswith(tool)]
+        if not tools:
+            return Fit(unchecked=f"no pinned tool of {server} starts with {tool!r} yet")
     elif (one := pinned.tools.get(tool)) is not None:
         tools = [one]
     else:
         return Fit(unchecked=f"{tool} is not a pinned tool of {server}; checked once it is")
     for key, values in grant.match:
-        problem = _key_problem(grant.tool, key, values, tools, server if tool is None else None)
+        scope = None if pattern is None else server + (f" starting with {tool!r}" if tool else "")
+        problem = _key_problem(grant.tool, key, values, tools, scope)
         if problem is not None:
             return Fit(problem=f"match.{key}: {problem}")
     return FITS
-
-
-def _named(tool: str) -> tuple[str, str | None]:
-    """(server, tool) of an MCP grant's tool; tool None for a server pattern."""
-    if tool.endswith("__*"):
-        return tool[len(mcp_tools.PREFIX) : -len("__*")], None
-    named = mcp_tools.split_name(tool)
-    assert named is not None, "parse_grant took only MCP names and patterns"
-    return named
 
 
 def _key_problem(
@@ -215,8 +210,5 @@ def said(grant: InvalidGrant, tool: str | None = None) -> str:
 
 def _tools_said(tools: tuple[str, ...]) -> str:
     return " and ".join(
-        f"{tool} (every tool of the server {tool[len(mcp_tools.PREFIX) : -3]})"
-        if tool.endswith("__*")
-        else tool
-        for tool in tools
+        mcp_tools.pattern_said(tool) if mcp_tools.pattern_of(tool) else tool for tool in tools
     )

@@ -102,14 +102,15 @@ class Grant:
         return self.kind is not None
 
     @property
-    def server_wide(self) -> bool:
-        """`mcp__<server>__*`: every tool of one server."""
-        return self.mcp and self.tool.endswith("__*")
+    def pattern(self) -> tuple[str, str] | None:
+        """(server, prefix) of a grant of every tool of a server whose name starts with
+        `prefix` (`mcp__<server>__<prefix>*`; `mcp__<server>__*`: the prefix is empty)."""
+        return mcp_tools.pattern_of(self.tool) if self.mcp else None
 
     def covers(self, tool: str) -> bool:
-        """Whether this grant names `tool`: exactly, or, server-wide, any tool of its server."""
-        if self.server_wide:
-            return tool.startswith(self.tool[:-1]) and mcp_tools.split_name(tool) is not None
+        """Whether this grant names `tool`: exactly, or by its pattern."""
+        if self.pattern is not None:
+            return mcp_tools.pattern_covers(self.tool, tool)
         return self.tool == tool
 
     def holds(self, arguments: Any) -> bool:
@@ -233,7 +234,7 @@ def _parse(grant_id: str, data: bytes, sha256: str) -> Grant:
     if not is_mcp and tool not in BROKERED:
         raise _Invalid(
             f"tool: {tool!r} is not one of {', '.join(BROKERED)}, mcp__SERVER__TOOL "
-            "or mcp__SERVER__*"
+            "or a pattern mcp__SERVER__* or mcp__SERVER__PREFIX*"
         )
     mode_text = _text(table, "mode", required=True)
     if mode_text not in Mode.__members__.values():
@@ -287,12 +288,12 @@ def _common(table: dict[str, Any], *, untrusted_default: bool) -> tuple[DataClas
 
 
 def _mcp_tool(tool: str) -> bool:
-    """`mcp__<server>__<tool>` as the model sees it, or `mcp__<server>__*` (§18.5)."""
+    """`mcp__<server>__<tool>` as the model sees it, or a pattern, `mcp__<server>__*` (§18.5)
+    or `mcp__<server>__<prefix>*` (issue 27)."""
     if not tool.startswith(mcp_tools.PREFIX):
         return False
-    if tool.endswith("__*"):
-        server = tool[len(mcp_tools.PREFIX) : -len("__*")]
-        return mcp_tools.model_name(server, "x") is not None and "_" not in server and bool(server)
+    if tool.endswith("*"):
+        return mcp_tools.pattern_of(tool) is not None
     return (
         mcp_tools.split_name(tool) is not None and mcp_tools.MODEL_NAME.fullmatch(tool) is not None
     )

@@ -81,11 +81,16 @@ def _matches(grant: Grant, args: ToolArgs, match: Match) -> bool:
     return True
 
 
+EXACT = 1 << 16  # an MCP grant that names its tool beats every pattern (longer than any name)
+
+
 def specificity(grant: Grant) -> tuple[int, int]:
     """Bigger is more specific (§5.3): path components; for hosts, exact, then a longer base;
-    for MCP tools (§18.5), an exact name beats `*`, then more `[match]` keys beat fewer."""
+    for MCP tools (§18.5), an exact name beats every pattern and a longer pattern a shorter
+    (`mcp__git__git_*` beats `mcp__git__*`), then more `[match]` keys beat fewer."""
     if grant.mcp:
-        return (0 if grant.server_wide else 1, len(grant.match))
+        pattern = grant.pattern
+        return (EXACT if pattern is None else len(pattern[1]), len(grant.match))
     if grant.path is not None:
         return (0, 0 if grant.path == "/" else grant.path.count("/"))
     if grant.host is not None:

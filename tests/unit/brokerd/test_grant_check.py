@@ -315,3 +315,63 @@ def test_the_ledgers_decision_names_the_invalid_grant_and_its_file() -> None:
     assert kind == "decision"
     assert record["outcome"] == "denied" and record["reason"] == "denied_by_grant"
     assert record["grant"] == "notes-deny" and record["grant_sha256"] == invalid.sha256
+
+
+# --- tool-name patterns (issue 27): `mcp__<server>__<prefix>*` ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tool", "valid"),
+    [
+        ("mcp__git__git_*", True),
+        ("mcp__git__*", True),
+        ("mcp__git__git_log", True),
+        ("mcp__git__*_log", False),  # only a last `*`
+        ("mcp__git__git**", False),
+        ("mcp__git*", False),
+        ("mcp__Git__x*", False),
+        ("mcp__git__git log*", False),
+    ],
+)
+def test_a_grant_names_an_mcp_tool_exactly_or_by_a_pattern_ending_in_one_star(
+    tool: str, valid: bool
+) -> None:
+    parsed = parse_grant("g", f'tool = "{tool}"\nmode = "allow"\n'.encode())
+    assert isinstance(parsed, Grant) is valid, parsed
+
+
+def test_a_pattern_covers_the_tools_of_its_server_whose_names_start_with_its_prefix() -> None:
+    grant = parse_grant("g", b'tool = "mcp__git__git_*"\nmode = "allow"\n')
+    assert isinstance(grant, Grant)
+    assert grant.covers("mcp__git__git_log") and grant.covers("mcp__git__git_")
+    assert not grant.covers("mcp__git__log") and not grant.covers("mcp__gitx__git_log")
+    assert grant.pattern == ("git", "git_")
+
+
+def test_a_longer_pattern_beats_a_shorter_and_an_exact_name_beats_every_pattern() -> None:
+    grants = [
+        mcp("mcp__mail__*", 'folder = "in"', "allow", "all"),
+        valid("reads", 'tool = "mcp__mail__read_*"\nmode = "ask"\n'),
+        valid("exact", f'tool = "{READ}"\nmode = "allow"\n'),
+    ]
+    ranked = sorted(grants, key=policy.specificity, reverse=True)
+    assert [g.id for g in ranked] == ["exact", "reads", "all"]
+    asked = policy.decide(Label(DataClass.PRIVATE, False), READ, json.dumps({"folder": "in"}),
+                          grants[:2], mcp=CATALOG)  # fmt: skip
+    assert isinstance(asked, policy.Ask) and asked.winner.id == "reads"
+
+
+def test_a_pattern_is_checked_against_the_tools_it_covers_and_an_invalid_deny_blocks_them() -> None:
+    assert fit(mcp("mcp__mail__read_*", 'folder = "in"'), PINS).problem is None
+    misfit = fit(mcp("mcp__mail__send_*", 'folder = "in"'), PINS).problem
+    assert (
+        misfit
+        == "match.folder: no pinned tool of mail starting with 'send_' has an argument 'folder'"
+    )
+    assert fit(mcp("mcp__mail__x_*", 'folder = "in"'), PINS).unchecked is not None
+    checked = check(folder(("no-sends", 'tool = "mcp__mail__send_*"\nmode = "deny"\n'
+                                        '[match]\nfolder = "in"\n')), PINS)  # fmt: skip
+    blocker = blocking(SEND, checked.blocked)
+    assert blocker is not None and blocker.id == "no-sends"
+    assert blocking(READ, checked.blocked) is None
+    assert "whose name starts with send_" in said(blocker)
