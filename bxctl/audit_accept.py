@@ -21,7 +21,7 @@ from bxctl.audit_cmds import WITNESSES, JsonOption, answer, progress_bar
 from bxctl.ledger_link import ask_ledger
 from bxctl.output import fail, is_terminal, say
 from bxctl.owner_link import OwnerLink, request_id
-from services.brokerd.verify import LedgerUnreadable, verify_file
+from services.brokerd.face import LedgerUnreadable, verify_file
 
 #: brokerd reads the whole ledger again to accept it (a million records: tens of seconds).
 NOTHING_TO_ACCEPT = "the ledger is ok: nothing to accept"

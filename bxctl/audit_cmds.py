@@ -31,10 +31,16 @@ from bxctl.output import CommandError, fail, is_terminal, print_json, say, table
 from bxctl.owner_view import cut
 from services.brokerd.core.chain import ChainReport
 from services.brokerd.core.records import Head, parse_line
-from services.brokerd.index import Mark
-from services.brokerd.ledger import HEAD_FILE, read_confirmed
-from services.brokerd.ledger_scan import lines_backwards
-from services.brokerd.verify import LedgerUnreadable, Progress, held, verify_file
+from services.brokerd.face import (
+    HEAD_FILE,
+    LedgerUnreadable,
+    Mark,
+    Progress,
+    held,
+    lines_backwards,
+    read_confirmed,
+    verify_file,
+)
 
 app = typer.Typer(help="The audit ledger: every decision, in a hash chain.", no_args_is_help=True)
 
