@@ -37,7 +37,7 @@ from bxctl.logs import rotate_if_over, tail
 from bxctl.output import fail, say
 from bxctl.pidfile import Box
 from bxctl.specs import ServiceSpec, parse_specs
-from bxctl.supervisor import Supervisor, SupervisorError
+from bxctl.supervisor import Supervisor, SupervisorError, endpoint_of
 from bxctl.supervisor import main as supervisor_main
 from bxctl.supervisor_link import NoAnswer, ask, request_id, running, status_report
 from services.brokerd.core.grant_check import said
@@ -203,11 +203,10 @@ def check_ledger(home: Home, report: SupervisorReport, *, fatal: bool) -> None:
 
 def _up_foreground(home: Home, config: Config, specs: Sequence[ServiceSpec]) -> None:
     try:
-        supervisor = Supervisor(home, config, specs)
-        box = Box.open(home, supervisor.endpoint)
+        box = Box.open(home, endpoint_of(home, config))
+        supervisor = Supervisor(home, config, specs, on_child=box.child)
     except (SupervisorError, runlock.AlreadyRunning, HomeError) as error:
         fail(str(error))
-    supervisor.on_child = box.child
     rotate_if_over(home.log("supervisor"))
     # made 0600 first, as the detached supervisor's log is: FileHandler would follow the umask
     os.close(os.open(home.log("supervisor"), os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
