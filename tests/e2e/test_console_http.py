@@ -309,7 +309,8 @@ def test_every_api_route_without_the_cookie_is_401_even_with_the_key_and_changes
     before = console.snapshot(owner)
     assert console.cookie is not None and console.key is not None
     for cookie in (None, f"bx_console={console.token}", f"bx_console={console.cookie[:-1]}",
-                   "bx_console=", f"other={console.cookie}", f"bx_console={console.key}"):  # fmt: skip
+                   "bx_console=", f"other={console.cookie}",
+                   f"bx_console={console.key}"):  # fmt: skip
         headers = {"content-type": "application/json", KEY_HEADER: console.key}
         if cookie is not None:
             headers["cookie"] = cookie
@@ -1069,9 +1070,7 @@ def test_mcp_servers_are_flagged_in_services_and_an_mcp_sink_waits_with_every_ar
             assert approval["tool"] == "mcp__mail__send_email"
             assert json.loads(approval["arguments"]) == {"to": to, "body": body}  # nothing cut
             assert approval["grant"] == "mail-send"
-            denied = owner.post(
-                f"/api/approvals/{approval['approval']}", json={"approve": False}
-            )
+            denied = owner.post(f"/api/approvals/{approval['approval']}", json={"approve": False})
             assert denied.status_code == 200, denied.text
             history_of_turn(owner, "api-mcp", 1)
             assert not (box.home.parent / "mail" / "sent.jsonl").exists()
