@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import hmac
 import json
+from pathlib import Path
 
 import pytest
 
 from services.gatewayd.console.access import Keys
+from services.gatewayd.console.login_routes import load
 from services.gatewayd.console.logins import (
     COOKIES_KEPT,
     FAILED_LOGINS_AT_ONCE,
@@ -214,3 +216,22 @@ def test_a_few_failed_logins_wait_at_a_time_and_one_more_is_told_at_once() -> No
     for _ in range(FAILED_LOGINS_AT_ONCE):
         gate.leave()
     assert gate.waiting == 0 and gate.enter()
+
+
+# --- the table's file (the shell's load) --------------------------------------------------------
+
+
+def test_the_saved_file_is_read_back_and_one_that_does_not_read_starts_afresh_saying_why(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    keys = Keys("HGEBqNydnTGf3w5NZwRakS5WcLooDqexvWYeqE6YLPw")
+    path = tmp_path / "console-logins.json"
+    assert repr(load(path, keys)) == "Logins(0 cookies, 0 keys)"  # none yet: nothing said
+    assert caplog.records == []
+    logins = Logins(keys.logins_secret)
+    cookie, key = logged_in(logins, 1)
+    path.write_bytes(logins.dumps())
+    assert load(path, keys).paired(cookie, key, NOW)
+    path.write_bytes(b"{torn")
+    assert repr(load(path, keys)) == "Logins(0 cookies, 0 keys)"
+    assert "every page logs in again" in caplog.text
