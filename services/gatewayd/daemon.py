@@ -27,6 +27,7 @@ from services.gatewayd.console.access import Keys
 from services.gatewayd.console.api import Backend
 from services.gatewayd.console.app import Console
 from services.gatewayd.console.feed import Feed
+from services.gatewayd.console.login_routes import LoginRoutes
 from services.gatewayd.gateway import Gateway
 from services.gatewayd.heads import HeadKeeper
 from services.gatewayd.streams import follow
@@ -79,8 +80,9 @@ async def serve(ctx: Context) -> None:
             app = None
             if keys is not None and listener is not None:
                 backend = Backend(ctx.home, gateway, heads, loop_q, admin_q, supervisor)
+                logins = LoginRoutes(keys, ctx.home.console_logins)
                 app = Console(
-                    backend, feed, keys, port=console.port, allowed_hosts=console.allowed_hosts
+                    backend, feed, logins, port=console.port, allowed_hosts=console.allowed_hosts
                 ).app
             log.info("serving: %r, %r, %r", router, gateway, feed)
             async with anyio.create_task_group() as tasks:

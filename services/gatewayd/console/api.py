@@ -1,6 +1,6 @@
 """The console's JSON API (SPEC §12.3; each route in docs/console.md): every route asks the
 service that owns the answer, over the same sockets `bxctl` uses, and says in one line what
-went wrong. Access (cookie, Host, Origin, the mutation header) is checked before any route
+went wrong. Access (cookie and key, Host, Origin, JSON for a change) is checked before any route
 runs (`services.gatewayd.console.guard`); here, the body and parameters are checked strictly.
 
 Every message built from the page's input is checked by the wire codec itself (encoded and
