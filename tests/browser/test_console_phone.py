@@ -210,6 +210,11 @@ def test_a_fresh_page_shows_the_session_whose_turn_runs(
         box.model.calls(("shell", shell(phone_console, "echo waiting"))),
         Answer(text="done waiting"),
     )
+
+    def idle() -> bool:  # no other turn runs: the one started here is the page's to show
+        return not any(s["busy"] for s in phone_console.api("GET", "/api/sessions")["sessions"])
+
+    wait_until(idle, 30, "the other turns to end")
     phone_console.api(
         "POST", "/api/sessions/phone-running/messages", {"text": "phone turn that waits"}
     )
