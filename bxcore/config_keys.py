@@ -341,7 +341,8 @@ KEYS: tuple[Key, ...] = (
     Key("console", "host", Kind.STRING, "127.0.0.1", CONSOLE_HOST,
         "The address the console listens on."),
     Key("console", "port", Kind.INTEGER, 8420, int_between(1, 65_535),
-        "The console's port."),
+        "The console's port; when another program holds it, the next free one of the 20 "
+        "from it on (docs/console.md)."),
     Key("console", "enabled", Kind.BOOLEAN, True, BOOLEAN,
         "Whether gatewayd serves the console at all."),
     Key("console", "allowed_hosts", Kind.LIST, (), ALLOWED_HOSTS,

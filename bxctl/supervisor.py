@@ -31,7 +31,7 @@ import zmq.asyncio
 from bxcore import process_tree, runlock, service_states
 from bxcore.clock import now_ms
 from bxcore.config import Config, ConfigError, load_config
-from bxcore.console_link import console_address
+from bxcore.console_link import console_served
 from bxcore.errors import SETUP_ERROR_EXIT, SetupError, one_line
 from bxcore.home import Home, HomeError
 from bxcore.messages import (
@@ -386,9 +386,8 @@ class Supervisor:
     def report(self, request_id: str) -> SupervisorReport:
         now, wall = self._clock(), now_ms()
         infos = [service.info(now, wall) for service in self.services.values()]
-        console = self.config.console
-        serves = console.enabled and "gatewayd" in self.services
-        address = console_address(console.host, console.port) if serves else None
+        served = console_served(self.home, infos)
+        address = served.address if served is not None else None
         return SupervisorReport(
             request_id, os.getpid(), self.config.sandbox.mode, tuple(infos), address
         )

@@ -23,10 +23,11 @@ import typer
 from bxcore import runlock
 from bxcore.asking import Patience
 from bxcore.config import Config, ConfigError, load_config
+from bxcore.console_link import console_served
 from bxcore.home import Home, HomeError
 from bxcore.messages import ServiceState, SupervisorReport, SupervisorStatus
 from bxctl import model_reach, pidfile
-from bxctl.box_view import StartView, show_started, warn
+from bxctl.box_view import StartView, show_moved, show_started, warn
 from bxctl.console_cmd import console_hint
 from bxctl.demo import prepare as prepare_demo
 from bxctl.grant_cmds import checked_grants
@@ -89,7 +90,7 @@ def up(
         fail(str(error), code=2)
     record = running(home)
     if record is not None:
-        _already_running(record)
+        _already_running(home, record)
         return
     if foreground:
         _up_foreground(home, config, specs)
@@ -97,11 +98,13 @@ def up(
         _up_detached(home, config, service or [])
 
 
-def _already_running(record: pidfile.BoxRecord) -> None:
+def _already_running(home: Home, record: pidfile.BoxRecord) -> None:
     report = status_report(record)
     say(f"already running (supervisor pid {report.pid})")
-    if report.console:
-        say(f"console: {console_hint(report.console)}")
+    served = console_served(home, report.services)
+    if served is not None:
+        show_moved(served)
+        say(console_hint(served))
     _next_steps()
 
 
@@ -154,7 +157,7 @@ def _up_detached(home: Home, config: Config, service_args: Sequence[str]) -> Non
                 view.close()
                 record = running(home)
                 if record is not None:  # another `up` won the race
-                    _already_running(record)
+                    _already_running(home, record)
                     return
                 last = tail(log_path, 1)
                 fail(f"the supervisor stopped: {last[0] if last else 'see ' + str(log_path)}")

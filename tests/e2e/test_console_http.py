@@ -7,7 +7,7 @@ tests/browser/.
 
 One box serves most of this module (each test uses sessions, grants and notes of its own);
 every response any test gets passes `checked`: the §12.1 headers, no CORS, no token, no 500.
-A taken port and a console turned off each need a box of their own.
+A console turned off needs a box of its own; a taken port is test_console_ports.py's.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ import json
 import re
 import socket
 import time
-import tomllib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import psutil  # type: ignore[import-untyped, unused-ignore]
@@ -155,9 +155,11 @@ class Console:
 
 
 def console_of(box: UpBox) -> Console:
-    config = tomllib.loads((box.home / "config.toml").read_text())
+    """The console where gatewayd serves it (config.toml's port may have been taken)."""
+    port = urlsplit(box.status()["console"]).port
+    assert port is not None
     token = (box.home / "keys" / "console.token").read_text().strip()
-    return Console(box, int(config["console"]["port"]), token)
+    return Console(box, port, token)
 
 
 @pytest.fixture(scope="module")
@@ -947,35 +949,7 @@ def test_after_gatewayd_restarts_the_cookie_and_its_key_still_work_and_an_old_id
     assert reset.json()["boot"] != old.json()["boot"]
 
 
-# --- starting: a taken port, a console turned off ------------------------------------------------
-
-
-def test_a_console_port_already_taken_stops_gatewayd_with_one_line_naming_it(
-    short_tmp: Path,
-) -> None:
-    with socket.socket() as holder, box_home(short_tmp) as home:
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
-        port = holder.getsockname()[1]
-        init_home(home, f"[console]\nport = {port}\n")
-        result = bxctl(home, "up")
-        assert result.returncode == 1
-        assert "gatewayd failed to start" in result.stderr.splitlines()[-1]
-        log = (home / "logs" / "gatewayd.log").read_text()
-        said = [line for line in log.splitlines() if line.startswith("gatewayd: ")]
-        assert len(said) == 1, log
-        assert f"port {port}" in said[0] and "taken" in said[0]
-        assert said[0] in result.stderr  # `up` shows it
-        assert "Traceback" not in log
-        assert log.count("started gatewayd") == 1  # exit 78: no restart can mend it
-        status = json.loads(bxctl(home, "status", "--json").stdout)
-        states = {service["name"]: service["state"] for service in status["services"]}
-        assert states == {
-            "brokerd": "running",
-            "memoryd": "running",
-            "loopd": "running",
-            "gatewayd": "failed",
-        }
+# --- starting: a console turned off (a taken port: test_console_ports.py) ------------------------
 
 
 def test_a_console_turned_off_listens_nowhere(short_tmp: Path) -> None:
