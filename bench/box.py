@@ -1,11 +1,17 @@
-"""Real daemons for the benchmarks: a fresh home, started processes, a sync client."""
+"""Real daemons for the benchmarks: a fresh home, started processes, a sync client.
+
+A bench's home never takes the console's default port (8420, SPEC §12.1): another box on the
+machine may hold it, so each home is given a free one (issue 28).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -22,10 +28,26 @@ from bxctl.init import init_home
 
 
 def fresh_home(folder: Path, config: str = "") -> Home:
+    """A new home in `folder` with `config`, and a free console port unless it names one."""
     home = Home(folder / "home")
     init_home(home)
-    home.config.write_text(config)
+    home.config.write_text(with_free_console(config))
     return home
+
+
+def with_free_console(config: str) -> str:
+    """`config` with `[console] port` set to a free port, unless it has a `[console]` table."""
+    if re.search(r"^\s*\[console\]", config, re.MULTILINE):
+        return config
+    return f"{config.rstrip()}\n[console]\nport = {free_port()}\n".lstrip()
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing holds now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
 @contextlib.contextmanager
