@@ -11,7 +11,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from bxcore import wire
 from bxcore.home import Home
 from bxcore.messages import Ping
 from bxctl.init import init_home
+from tests.support.daemons import free_port
 
 
 def fresh_home(folder: Path, config: str = "") -> Home:
@@ -40,14 +40,6 @@ def with_free_console(config: str) -> str:
     if re.search(r"^\s*\[console\]", config, re.MULTILINE):
         return config
     return f"{config.rstrip()}\n[console]\nport = {free_port()}\n".lstrip()
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing holds now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @contextlib.contextmanager
