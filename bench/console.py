@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -25,10 +24,9 @@ import httpx
 import psutil
 
 from bench import floors
-from bench.box import remove
+from bench.box import fresh_home, remove
 from bench.stats import save, show, summary, verdict
 from bxcore.home import Home
-from bxctl.init import init_home
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -37,19 +35,10 @@ ROUNDS = 60
 PAGES = 50
 
 
-def _port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 @contextlib.contextmanager
 def _box() -> Iterator[tuple[Home, str]]:
     folder = floors.scratch()
-    home = Home(folder / "home")
-    init_home(home)
-    home.config.write_text(f"[console]\nport = {_port()}\n")
+    home = fresh_home(folder)
     bxctl = [sys.executable, "-m", "bxctl", "--home", str(home.root)]
     try:
         up = subprocess.run([*bxctl, "up"], capture_output=True, text=True, timeout=60)

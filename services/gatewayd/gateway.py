@@ -211,6 +211,7 @@ class Gateway:
             page = await self._history_page(session, after)
             if window.base is None:  # still empty: the stream gave nothing meanwhile
                 window.start(after, page.events, complete=not page.more)
+                self.windows.trim(window)
             return page.events, page.more  # older than the window holds: loopd's own page
         behind = False  # loopd holds more than this answer can bring: ask again at once
         if window.stale or recheck:
@@ -224,6 +225,7 @@ class Gateway:
                 log.info("loopd did not answer a re-check of %s; trying again", session)
             else:
                 gap = any(window.take(event) is Took.GAP for event in page.events)
+                self.windows.trim(window)
                 window.stale = behind = gap or page.more or window.gaps != gaps
         events, more = window.after(after, EVENTS_BUDGET)
         return events, more or behind
@@ -273,7 +275,9 @@ class Gateway:
     def on_loop_event(self, message: object) -> None:
         if not isinstance(message, TurnEvent):
             return
-        self.windows.get(message.session).take(message)
+        window = self.windows.get(message.session)
+        window.take(message)
+        self.windows.trim(window)
         if isinstance(message.event, ToolPending) and self._unknown(message.event.approval):
             self._want_refresh()
         self._notify()

@@ -87,7 +87,7 @@ class Loop:
         self._publisher = publisher
         self._tasks = tasks
         tally = Tally(local_zone(os.environ))  # the machine's day, as the owner lives it
-        self.sessions = Sessions(ctx.home, tally=tally)
+        self.sessions = Sessions(ctx.home, tally=tally, context=ctx.config.loop.context_chars)
         self.meter = Meter(tally, ctx.config.loop.max_tokens_per_day)
         self._busy: set[str] = set()
         # (request id, session) -> its answer: a retried owner message never runs a second turn;

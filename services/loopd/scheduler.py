@@ -207,7 +207,7 @@ class Scheduler:
                     self._decide(job_id, JobEnd.ERROR, "the job's file is gone or invalid")
                 else:
                     self._turns.emit(session, 1, OwnerSaid(job.prompt))
-            if 1 not in session.ended and session.turns:
+            if not session.ended(1) and session.turns:
                 limit = job.max_steps if job is not None else BUDGETS["max_steps"][0]
                 tokens = job.max_tokens if job is not None else BUDGETS["max_tokens"][0]
                 runtime = job.max_runtime_s if job is not None else BUDGETS["max_runtime_s"][0]
