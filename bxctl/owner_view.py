@@ -212,6 +212,14 @@ def approval_card(info: ApprovalInfo, now_ms: int, width: int | None = None) -> 
 
 DIFFERENCE = "The difference holds"
 UNTRUSTED_ORIGIN = "untrusted: "
+#: A target's provenance in the owner's words; the console's js/targets.js says the same.
+ORIGINS_SAID = {
+    "owner": "from your message",
+    "job": "from the job's prompt",
+    "code": "code, never taken as yours",
+    "untrusted": "NOT FROM YOU: first seen in the result of ",
+    "unknown": "NOT FROM YOU: in no result the box still holds",
+}
 
 
 def target_lines(info: ApprovalInfo) -> list[str]:
@@ -226,18 +234,16 @@ def target_lines(info: ApprovalInfo) -> list[str]:
 
 
 def origin_said(target: TargetInfo, job: str | None = None) -> str:
-    """A target's provenance in the owner's words: `from your message`, `code: …`, or which
+    """A target's provenance in the owner's words: `from your message`, `code, …`, or which
     call's result a value not the owner's was first seen in."""
     if target.origin == "owner":
-        return "from the job's prompt" if job else "from your message"
-    if target.origin == "code":
-        return "code, never taken as yours"
+        return ORIGINS_SAID["job" if job else "owner"]
+    if target.origin in ("code", "unknown"):
+        return ORIGINS_SAID[target.origin]
     if target.origin.startswith(UNTRUSTED_ORIGIN):
         tool = "" if target.tool is None else f" ({visible(target.tool)})"
         called = visible(target.origin[len(UNTRUSTED_ORIGIN) :])
-        return f"NOT FROM YOU: first seen in the result of {called}{tool}"
-    if target.origin == "unknown":
-        return "NOT FROM YOU: in no result the box still holds"
+        return f"{ORIGINS_SAID['untrusted']}{called}{tool}"
     return visible(target.origin)
 
 
