@@ -8,6 +8,7 @@ for scripts); `--role TOOL.ARG=ROLE` sets a role instead of the proposed one.
 
 from __future__ import annotations
 
+import shlex
 from typing import Annotated, Any
 
 import typer
@@ -167,21 +168,32 @@ def trust(
         fail(str(error), 2)
     planned = mcp_trust.plan(mcp_pins.pins(home, name), tools, given)
     if as_json:
-        _trust_json(home, name, planned, yes)
+        _trust_json(home, name, planned, yes, role)
         return
     flagged = _show_all(name, planned)
     if flagged:
         say(f"{flagged} tool(s) hold hidden characters: read them closely.", style="bold red")
     if not yes:
         if not is_terminal():
-            fail(f"trusting changes what the agent may call: run `bxctl mcp trust {name} --yes`")
+            again = " ".join(shlex.quote(arg) for arg in [name, "--yes", *_roles_again(role)])
+            fail(f"trusting changes what the agent may call: run `bxctl mcp trust {again}`")
         if not typer.confirm(f"Trust these {len(tools)} tools of {name}?", default=False):
             fail("nothing was changed")
     pinned = mcp_trust.pin(home, name, planned)
     say(f"pinned {len(pinned.tools)} tools of {name} in {home.mcp_pins(name)}")
 
 
-def _trust_json(home: Home, name: str, planned: tuple[mcp_trust.ToolPlan, ...], yes: bool) -> None:
+def _roles_again(options: list[str] | None) -> list[str]:
+    return [word for option in options or [] for word in ("--role", option)]
+
+
+def _trust_json(
+    home: Home,
+    name: str,
+    planned: tuple[mcp_trust.ToolPlan, ...],
+    yes: bool,
+    roles: list[str] | None,
+) -> None:
     """`trust --json`: what is (or would be) pinned; never asks, so nothing without --yes."""
     if yes:
         mcp_trust.pin(home, name, planned)
@@ -189,4 +201,5 @@ def _trust_json(home: Home, name: str, planned: tuple[mcp_trust.ToolPlan, ...], 
     print_json({"server": name, "pinned": yes, "file": path,
                 "tools": [_tool_json(entry) for entry in planned]})  # fmt: skip
     if not yes:
-        fail(f"nothing was pinned: run `bxctl mcp trust {name} --json --yes` to pin these")
+        again = " ".join(shlex.quote(a) for a in [name, "--json", "--yes", *_roles_again(roles)])
+        fail(f"nothing was pinned: run `bxctl mcp trust {again}` to pin these")

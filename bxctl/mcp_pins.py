@@ -24,7 +24,9 @@ STATES = {
     State.UNCHANGED: "pinned, unchanged",
     State.NEW: "NEW: never trusted",
     State.CHANGED: "CHANGED since the owner trusted it",
-    State.ROLES_CHANGED: "ROLES CHANGED: pinned so only once you trust it again",
+    State.ROLES_CHANGED: (
+        "ROLES CHANGED since you trusted it: its pinned roles hold until you trust it again"
+    ),
 }
 SOURCES = {
     Source.PROPOSED: "proposed",

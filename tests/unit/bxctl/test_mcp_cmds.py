@@ -117,7 +117,8 @@ def test_a_changed_role_shows_the_tool_changed_and_pins_nothing_without_a_yes(
     home = home_listing(short_tmp, [MAIL])
     bxctl(home, "mcp", "trust", "srv", "--yes")
     asked = bxctl(home, "mcp", "trust", "srv", "--role", "send_email.to=content", "--json")
-    assert asked.returncode == 1 and "--json --yes" in asked.stderr
+    assert asked.returncode == 1
+    assert "`bxctl mcp trust srv --json --yes --role send_email.to=content`" in asked.stderr
     body = json.loads(asked.stdout)
     assert body["pinned"] is False
     (tool,) = body["tools"]

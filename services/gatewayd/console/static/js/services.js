@@ -13,7 +13,7 @@ const STATES = {
   unchanged: "pinned, unchanged",
   new: "NEW: never trusted",
   changed: "CHANGED since you trusted it",
-  "roles changed": "ROLES CHANGED: pinned so only once you trust it again",
+  "roles changed": "ROLES CHANGED since you trusted it: its pinned roles hold until you trust it again",
 };
 const SOURCES = { proposed: "proposed", kept: "as you confirmed it", yours: "yours, now" };
 let reviewing = null; // {server, tools} the owner reads, as the page was told
