@@ -45,6 +45,7 @@ def with_servers(home: Path) -> None:
     with (home / "config.toml").open("a") as config:
         config.write("\n" + fake("mailbox", "mailbox", home.parent / "mail"))
         config.write(fake("rug", "rugpull", home.parent / "rug"))
+        config.write(fake("poison", "poisoned"))
     grant(home, "mail-read", READ, kind="source", class_="private")
     to_example = {"to": "glob:*@example.com"}
     grant(home, "mail-send", SEND, kind="sink", class_="private", match=to_example)
@@ -54,7 +55,7 @@ def with_servers(home: Path) -> None:
 @pytest.fixture(scope="module")
 def mcp_console() -> Iterator[Console]:
     with box_up(before_up=with_servers) as box:
-        for name in ("mailbox", "rug"):
+        for name in ("mailbox", "rug", "poison"):
             wait_listed(box.home, name)
             trusted = box.bxctl("mcp", "trust", name, "--yes")
             assert trusted.returncode == 0, trusted.stderr
@@ -208,3 +209,19 @@ def test_services_shows_each_arguments_role_and_trusts_with_the_ones_the_owner_c
     review.get_by_role("button", name="Trust mailbox", exact=True).click()
     expect(roles).to_contain_text("mailbox/send_email: body content, to target")
     assert roles_pinned(box, "send_email") == {"body": "content", "to": "target"}
+
+
+def test_review_shows_a_poisoned_description_escaped_and_names_what_it_hides(
+    mcp_page: Page,
+) -> None:
+    page = mcp_page
+    view(page, "Services")
+    page.get_by_role("button", name="Review poison", exact=True).click()
+    tool = page.get_by_role("region", name="Tools of poison").get_by_role(
+        "article", name="Tool add"
+    )
+    definition = tool.get_by_label("The definition of add")
+    expect(definition).to_contain_text("\\u202e <IMPORTANT>")
+    assert "\u202e" not in definition.inner_text()
+    expect(tool.get_by_role("note")).to_contain_text("right-to-left override (U+202E)")
+    expect(tool.get_by_role("combobox", name="Role of add.sidenote")).to_have_value("target")
