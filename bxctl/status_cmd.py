@@ -29,7 +29,7 @@ from bxctl.output import print_json, say
 from bxctl.safety import box_warnings, sandbox_report
 from bxctl.supervisor_link import running, status_report
 from services.brokerd.core.records import parse_line
-from services.brokerd.ledger_scan import lines_backwards
+from services.brokerd.face import lines_backwards
 
 
 def status(

@@ -21,6 +21,7 @@ import anyio
 import typer
 
 from bxcore import runlock
+from bxcore.asking import Patience
 from bxcore.config import Config, ConfigError, load_config
 from bxcore.home import Home, HomeError
 from bxcore.messages import ServiceState, SupervisorReport, SupervisorStatus
@@ -42,6 +43,7 @@ from bxctl.supervisor_link import NoAnswer, ask, request_id, running, status_rep
 from services.brokerd.core.grant_check import said
 
 UP_TIMEOUT_S = 180.0  # a service may take 10 s to answer, and back off five times
+POLL = Patience(1, 0.5, "`up` asks again every 20 ms until the box runs; a quick look each time")
 LOAD_WAIT_S = 10.0  # how long `up` waits for brokerd to read its ledger (an index: at once)
 
 
@@ -157,7 +159,7 @@ def _up_detached(home: Home, config: Config, service_args: Sequence[str]) -> Non
                 last = tail(log_path, 1)
                 fail(f"the supervisor stopped: {last[0] if last else 'see ' + str(log_path)}")
             with contextlib.suppress(NoAnswer):
-                answer = ask(endpoint, SupervisorStatus(request_id()), 0.5)
+                answer = ask(endpoint, SupervisorStatus(request_id()), POLL)
                 if isinstance(answer, SupervisorReport):
                     report = answer
                     if view.update(report):

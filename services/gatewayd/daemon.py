@@ -58,16 +58,14 @@ async def serve(ctx: Context) -> None:
     auth = curve.start_zap(ctx.zmq, {"gateway": curve.AllowList({owner: "owner"})})
     try:
         async with (
-            Client(ctx.zmq, loop_endpoint, name="loopd", timeout=10.0, tries=1) as loop,
-            Client(ctx.zmq, loop_endpoint, name="loopd", timeout=5.0, tries=2) as history,
-            Client(ctx.zmq, admin_endpoint, name="brokerd", secure=as_gatewayd) as admin,
+            Client(ctx.zmq, loop_endpoint, socket="loop") as loop,
+            Client(ctx.zmq, loop_endpoint, socket="loop") as history,
+            Client(ctx.zmq, admin_endpoint, socket="admin", secure=as_gatewayd) as admin,
             # The console's own clients: a slow question (a whole ledger verified) there
             # never holds up `bxctl chat`'s long polls or the pending list.
-            Client(ctx.zmq, loop_endpoint, name="loopd", timeout=5.0, tries=2) as loop_q,
-            Client(ctx.zmq, admin_endpoint, name="brokerd", timeout=60.0, tries=1,
-                   secure=as_gatewayd) as admin_q,
-            Client(ctx.zmq, ctx.endpoint("supervisor"), name="the supervisor", timeout=5.0,
-                   tries=1) as supervisor,
+            Client(ctx.zmq, loop_endpoint, socket="loop") as loop_q,
+            Client(ctx.zmq, admin_endpoint, socket="admin", secure=as_gatewayd) as admin_q,
+            Client(ctx.zmq, ctx.endpoint("supervisor"), socket="supervisor") as supervisor,
         ):  # fmt: skip
             gateway = Gateway(loop, history, admin, heads)
             router = Router(

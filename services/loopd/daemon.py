@@ -111,7 +111,7 @@ class Loop:
         self.turns = Turns(
             ctx.config,
             model,
-            lambda: Client(ctx.zmq, broker, name="brokerd", timeout=10.0),
+            lambda: Client(ctx.zmq, broker, socket="broker"),
             self.sessions.held,
             self._publish,
             self.sessions.exists,
@@ -121,7 +121,7 @@ class Loop:
             ctx.home,
             self.sessions,
             self.turns,
-            lambda: Client(ctx.zmq, broker, name="brokerd", timeout=10.0),
+            lambda: Client(ctx.zmq, broker, socket="broker"),
             local_zone(os.environ),
             lambda: datetime.now(UTC),
         )

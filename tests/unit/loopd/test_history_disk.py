@@ -215,7 +215,7 @@ class Broker:
     def __init__(self, fills: Disk | None = None) -> None:
         self.fills = fills
 
-    async def request(self, message: Any, **_: Any) -> Any:
+    async def ask(self, message: Any, **_: Any) -> Any:
         if isinstance(message, ToolsQuery):
             return Tools(message.id, ())
         if isinstance(message, OwnerWords):
