@@ -21,6 +21,7 @@ from bxcore.mcp_tools import (
     parse_pins,
     tool_def,
 )
+from bxcore.roles import arguments_of, role_of
 
 
 class NotListed(Exception):
@@ -74,9 +75,24 @@ def configured(home: Home) -> tuple[str, ...]:
         return ()
 
 
+def roles_pinned(pinned: Pins | None) -> dict[str, dict[str, str]]:
+    """Each pinned tool's arguments with the role pinned of each (§20; an argument a version 1
+    file pinned with none is a target), in the schema's order."""
+    if pinned is None:
+        return {}
+    return {
+        name: {
+            arg: role_of(pinned.roles_of(name), arg).value
+            for arg in arguments_of(tool.input_schema)
+        }
+        for name, tool in sorted(pinned.tools.items())
+    }
+
+
 def server_rows(home: Home, names: tuple[str, ...]) -> list[dict[str, Any]]:
-    """Each server: its running processes, its tools pinned, and those changed or new since
-    the owner trusted them (`flagged`: brokerd refuses them until `bxctl mcp trust NAME`)."""
+    """Each server: its running processes, its tools pinned, those changed or new since the
+    owner trusted them (`flagged`: brokerd refuses them until `bxctl mcp trust NAME`), and
+    the roles pinned of each pinned tool's arguments."""
     running = report.read(home).get("mcp") or {}
     rows = []
     for name in names:
@@ -94,6 +110,7 @@ def server_rows(home: Home, names: tuple[str, ...]) -> list[dict[str, Any]]:
                 "running": state.get("running", 0),
                 "problem": state.get("problem"),
                 "flagged": bool(seen and seen.flagged),
+                "roles": roles_pinned(pinned),
             }
         )
     return rows

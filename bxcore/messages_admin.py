@@ -83,11 +83,13 @@ class Settled:
 class TargetInfo:
     """One target of an untrusted session's call (§20): where it is in the arguments (a JSON
     pointer), its value as JSON text (cut to 200 characters), and where it came from: `owner`,
-    `code` (never taken as the owner's), `untrusted: call <id>` or `unknown`."""
+    `code` (never taken as the owner's), `untrusted: call <id>` or `unknown`; for an untrusted
+    one, the tool of that call where the ledger says (absent from older brokerds)."""
 
     at: Short
     value: Short
     origin: Short
+    tool: ToolId | None = None
 
 
 @frozen

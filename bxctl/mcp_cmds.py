@@ -2,16 +2,18 @@
 their tools as brokerd last listed them against the owner's pins, and pinning them.
 
 `trust` shows every tool whole — description and schema, hidden characters made visible and
-flagged — and pins exactly what it showed, after a yes (or `--yes`, for scripts).
+flagged, each argument's role (§20) — and pins exactly what it showed, after a yes (or `--yes`,
+for scripts); `--role TOOL.ARG=ROLE` sets a role instead of the proposed one.
 """
 
 from __future__ import annotations
 
+import shlex
 from typing import Annotated, Any
 
 import typer
 
-from bxcore import mcp_state
+from bxcore import mcp_state, mcp_trust
 from bxcore.config import ConfigError, load_config
 from bxcore.config_mcp import McpServer
 from bxcore.home import Home
@@ -62,7 +64,8 @@ def server_rows(home: Home) -> list[dict[str, Any]]:
 
 @app.command("list")
 def list_(ctx: typer.Context, as_json: JsonOption = False) -> None:
-    """The servers, their processes, and their tools pinned, changed or new."""
+    """The servers, their processes, their tools pinned, changed or new, and the roles pinned
+    of each tool's arguments."""
     home = _home(ctx)
     rows = server_rows(home)
     if as_json:
@@ -87,43 +90,41 @@ def list_(ctx: typer.Context, as_json: JsonOption = False) -> None:
             ]
         )
     table(["server", "running", "pinned", "changed", "new", "state"], cells)
+    pinned = [(row["name"], tool, roles) for row in rows for tool, roles in row["roles"].items()]
+    if pinned:
+        say("")
+        say("the roles pinned of each tool's arguments (`bxctl mcp show NAME` says what each is):")
+    for server, tool, roles in pinned:
+        said = ", ".join(f"{argument} {role}" for argument, role in roles.items()) or "none"
+        say(f"  {server}/{tool}: {said}")
 
 
 @app.command("show")
 def show(ctx: typer.Context, name: str, as_json: JsonOption = False) -> None:
-    """Every tool the server lists, whole, with what changed since the owner trusted it."""
+    """Every tool the server lists, whole, with its arguments' roles and what changed since
+    the owner trusted it."""
     home = _home(ctx)
     tools = _listed(home, name)
-    pins = mcp_pins.pins(home, name)
+    planned = mcp_trust.plan(mcp_pins.pins(home, name), tools)
     if as_json:
-        print_json(
-            [
-                {
-                    "definition": tool.definition(),
-                    "sha256": tool.sha256,
-                    "pinned": pins is not None and pins.hash_of(tool.name) == tool.sha256,
-                    "hidden": list(mcp_pins.show_tool(tool)[1]),
-                }
-                for tool in tools
-            ]
-        )
+        print_json([_tool_json(entry) for entry in planned])
         return
-    _show_all(home, name, tools)
+    _show_all(name, planned)
 
 
-def _show_all(home: Home, name: str, tools: tuple[ToolDef, ...]) -> int:
-    pins = mcp_pins.pins(home, name)
+def _tool_json(entry: mcp_trust.ToolPlan) -> dict[str, Any]:
+    shown = mcp_trust.plan_json(entry)
+    shown["pinned"] = entry.state is mcp_trust.State.UNCHANGED
+    shown["hidden"] = list(mcp_pins.show_tool(entry.tool)[1])
+    return shown
+
+
+def _show_all(name: str, planned: tuple[mcp_trust.ToolPlan, ...]) -> int:
     flagged = 0
-    for tool in tools:
-        text, hidden = mcp_pins.show_tool(tool)
-        pinned = pins.hash_of(tool.name) if pins else None
-        if pinned == tool.sha256:
-            state = "pinned, unchanged"
-        elif pinned is None:
-            state = "NEW: never trusted"
-        else:
-            state = "CHANGED since the owner trusted it"
-        for line in [*text.splitlines(), f"  state: {state}"]:
+    for entry in planned:
+        text, hidden = mcp_pins.show_tool(entry.tool)
+        lines = [*text.splitlines(), *mcp_pins.roles_lines(entry)]
+        for line in [*lines, f"  state: {mcp_pins.STATES[entry.state]}"]:
             say(line)
         if hidden:
             flagged += 1
@@ -136,6 +137,17 @@ def _show_all(home: Home, name: str, tools: tuple[ToolDef, ...]) -> int:
     return flagged
 
 
+RoleOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--role",
+        metavar="TOOL.ARG=ROLE",
+        help="The role of one argument (target, content or code), instead of the proposed one; "
+        "repeatable.",
+    ),
+]
+
+
 @app.command("trust")
 def trust(
     ctx: typer.Context,
@@ -143,17 +155,51 @@ def trust(
     yes: Annotated[
         bool, typer.Option("--yes", help="Do not ask: the owner has read the tools already.")
     ] = False,
+    role: RoleOption = None,
+    as_json: JsonOption = False,
 ) -> None:
-    """Show every tool of the server whole, and on yes pin exactly those definitions."""
+    """Show every tool of the server whole, with each argument's role, and on yes pin exactly
+    those definitions and roles."""
     home = _home(ctx)
     tools = _listed(home, name)
-    flagged = _show_all(home, name, tools)
+    try:
+        given = mcp_trust.given_of(role or [], tools)
+    except mcp_trust.RoleError as error:
+        fail(str(error), 2)
+    planned = mcp_trust.plan(mcp_pins.pins(home, name), tools, given)
+    if as_json:
+        _trust_json(home, name, planned, yes, role)
+        return
+    flagged = _show_all(name, planned)
     if flagged:
         say(f"{flagged} tool(s) hold hidden characters: read them closely.", style="bold red")
     if not yes:
         if not is_terminal():
-            fail(f"trusting changes what the agent may call: run `bxctl mcp trust {name} --yes`")
+            again = " ".join(shlex.quote(arg) for arg in [name, "--yes", *_roles_again(role)])
+            fail(f"trusting changes what the agent may call: run `bxctl mcp trust {again}`")
         if not typer.confirm(f"Trust these {len(tools)} tools of {name}?", default=False):
             fail("nothing was changed")
-    pinned = mcp_pins.trust(home, name, tools)
+    pinned = mcp_trust.pin(home, name, planned)
     say(f"pinned {len(pinned.tools)} tools of {name} in {home.mcp_pins(name)}")
+
+
+def _roles_again(options: list[str] | None) -> list[str]:
+    return [word for option in options or [] for word in ("--role", option)]
+
+
+def _trust_json(
+    home: Home,
+    name: str,
+    planned: tuple[mcp_trust.ToolPlan, ...],
+    yes: bool,
+    roles: list[str] | None,
+) -> None:
+    """`trust --json`: what is (or would be) pinned; never asks, so nothing without --yes."""
+    if yes:
+        mcp_trust.pin(home, name, planned)
+    path = str(home.mcp_pins(name))
+    print_json({"server": name, "pinned": yes, "file": path,
+                "tools": [_tool_json(entry) for entry in planned]})  # fmt: skip
+    if not yes:
+        again = " ".join(shlex.quote(a) for a in [name, "--json", "--yes", *_roles_again(roles)])
+        fail(f"nothing was pinned: run `bxctl mcp trust {again}` to pin these")

@@ -6,7 +6,7 @@ the owner's terminal. Every line of a turn is shown in the agent's gutter (`AGEN
 the terminal's width so the terminal never wraps it: a row that does not start with the
 marker is the box's own (a card, a prompt, a verdict), and the model cannot draw one. A
 denial is shown by its sentence (`no grant allows this call`), a tool's output folded unless
-asked for, a `write_file`'s preview on its card.
+asked for; a `write_file`'s preview and where each target came from (§20) on its card.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from bxcore.messages import (
     Event,
     OwnerSaid,
     Settled,
+    TargetInfo,
     ToolCalled,
     ToolDenied,
     ToolDone,
@@ -199,6 +200,7 @@ def approval_card(info: ApprovalInfo, now_ms: int, width: int | None = None) -> 
             f"  grant:   {visible(info.grant)}{binding_note(info.write)}",
             f"  label:   {label}",
             f"  expires: {visible(info.expires)} ({until(info.expires, now_ms)})",
+            *target_lines(info),
             "  arguments:",
             *(f"    {line}" for line in arguments.lines()),
             *([] if preview is None else ["  would change:", *_indented(preview.lines())]),
@@ -209,6 +211,40 @@ def approval_card(info: ApprovalInfo, now_ms: int, width: int | None = None) -> 
 
 
 DIFFERENCE = "The difference holds"
+UNTRUSTED_ORIGIN = "untrusted: "
+#: A target's provenance in the owner's words; the console's js/targets.js says the same.
+ORIGINS_SAID = {
+    "owner": "from your message",
+    "job": "from the job's prompt",
+    "code": "code, never taken as yours",
+    "untrusted": "NOT FROM YOU: first seen in the result of ",
+    "unknown": "NOT FROM YOU: in no result the box still holds",
+}
+
+
+def target_lines(info: ApprovalInfo) -> list[str]:
+    """Where each target value of a call that asks came from (§20), the ones not the owner's
+    first: none for a call that asks for another reason."""
+    if not info.targets:
+        return []
+    ordered = sorted(info.targets, key=lambda t: t.origin in ("owner", "code"))
+    return ["  targets (where each value came from):"] + [
+        f"    {visible(t.at)} = {visible(t.value)}: {origin_said(t, info.job)}" for t in ordered
+    ]
+
+
+def origin_said(target: TargetInfo, job: str | None = None) -> str:
+    """A target's provenance in the owner's words: `from your message`, `code, …`, or which
+    call's result a value not the owner's was first seen in."""
+    if target.origin == "owner":
+        return ORIGINS_SAID["job" if job else "owner"]
+    if target.origin in ("code", "unknown"):
+        return ORIGINS_SAID[target.origin]
+    if target.origin.startswith(UNTRUSTED_ORIGIN):
+        tool = "" if target.tool is None else f" ({visible(target.tool)})"
+        called = visible(target.origin[len(UNTRUSTED_ORIGIN) :])
+        return f"{ORIGINS_SAID['untrusted']}{called}{tool}"
+    return visible(target.origin)
 
 
 def _indented(lines: list[str]) -> list[str]:

@@ -1023,6 +1023,8 @@ def test_mcp_servers_are_flagged_in_services_and_an_mcp_sink_waits_with_every_ar
             assert server() | {"running": 0} == {
                 "name": "mail", "pinned": 2, "changed": [], "new": [], "listed": True,
                 "running": 0, "problem": None, "flagged": False,
+                "roles": {"read_inbox": {"folder": "target"},
+                          "send_email": {"body": "content", "to": "target"}},
             }  # fmt: skip
 
             to = "kyle@example.org"
@@ -1059,3 +1061,25 @@ def test_mcp_servers_are_flagged_in_services_and_an_mcp_sink_waits_with_every_ar
             mcp_pins.trust(paths, "mail", tuple(changed))  # the server now differs from its pin
             flagged = server()
             assert flagged["flagged"] and flagged["changed"] == ["send_email"]
+
+            # Trust from the console (§20): the tools as read, their roles, pinned as read.
+            shown = owner.get("/api/mcp/mail").json()
+            states = {tool["name"]: tool["state"] for tool in shown["tools"]}
+            assert states == {"read_inbox": "unchanged", "send_email": "changed"}
+            hashes = {tool["name"]: tool["sha256"] for tool in shown["tools"]}
+            assert owner.get("/api/mcp/nope").status_code == 404
+            trust_url = "/api/mcp/mail/trust"
+            stale = owner.post(trust_url, json={"tools": {**hashes, "send_email": "0" * 64}})
+            assert stale.status_code == 409 and "changed since you read them" in stale.text
+            bad = {"tools": hashes, "roles": {"send_email": {"to": "dest"}}}
+            refused = owner.post(trust_url, json=bad)
+            assert refused.status_code == 400 and "'dest' is not a role" in refused.text
+            roles = {"send_email": {"to": "target", "body": "target"}}
+            pinned = owner.post(trust_url, json={"tools": hashes, "roles": roles})
+            assert pinned.status_code == 200, pinned.text
+            assert {t["name"]: t["state"] for t in pinned.json()["tools"]} == {
+                "read_inbox": "unchanged", "send_email": "unchanged"
+            }  # fmt: skip
+            after = server()
+            assert not after["flagged"]
+            assert after["roles"]["send_email"] == {"body": "target", "to": "target"}

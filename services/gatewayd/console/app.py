@@ -21,6 +21,7 @@ from services.gatewayd.console.feed import Feed
 from services.gatewayd.console.guard import Guard
 from services.gatewayd.console.jobs_api import Jobs
 from services.gatewayd.console.login_routes import LoginRoutes
+from services.gatewayd.console.mcp_api import Mcp
 
 log = logging.getLogger("gatewayd")
 
@@ -57,6 +58,7 @@ class Console:
         self.logins = logins
         b = backend
         jobs = Jobs(backend)
+        mcp = Mcp(backend)
         api = [
             ("/api/login", logins.login, ["POST"]),
             ("/api/logout", logins.logout, ["POST"]),
@@ -78,6 +80,8 @@ class Console:
             ("/api/services", b.services, ["GET"]),
             ("/api/services/{name}/restart", b.restart, ["POST"]),
             ("/api/services/{name}/logs", b.logs, ["GET"]),
+            ("/api/mcp/{name}", mcp.tools, ["GET"]),
+            ("/api/mcp/{name}/trust", mcp.trust, ["POST"]),
             ("/api/jobs", jobs.jobs, ["GET"]),
             ("/api/jobs/{job}/run", jobs.run, ["POST"]),
             ("/api/jobs/{job}/enabled", jobs.enabled, ["POST"]),

@@ -22,6 +22,7 @@ from bxcore.messages import (
     EndReason,
     Event,
     Settled,
+    TargetInfo,
     ToolCalled,
     ToolDenied,
     ToolDone,
@@ -246,3 +247,30 @@ def test_a_write_card_shows_what_it_would_change_as_text() -> None:
         "shown escaped: escape (U+001B), bell (U+0007).",
     ]
     assert "  would change:" not in approval_card(card(arguments), 0)
+
+
+def test_a_card_that_asks_because_untrusted_says_where_each_target_came_from() -> None:
+    mail = {"to": "mallory@evil.example", "cc": ["alice@example.com"], "body": "hi"}
+    info = replace(
+        card(json.dumps(mail)),
+        tool="mcp__mail__send_email",
+        why=AskWhy.UNTRUSTED,
+        targets=(
+            TargetInfo("/cc/0", '"alice@example.com"', "owner"),
+            TargetInfo("/to", '"mallory@evil.example"', "untrusted: call c4", "mcp__mail__read"),
+            TargetInfo("/x", '"ev\u202eil"', "unknown"),
+        ),
+    )
+    lines = approval_card(info, 0)
+    at = lines.index("  targets (where each value came from):")
+    assert lines[at + 1 : at + 4] == [
+        '    /to = "mallory@evil.example": NOT FROM YOU: first seen in the result of call c4 '
+        "(mcp__mail__read)",
+        '    /x = "ev\\u202eil": NOT FROM YOU: in no result the box still holds',
+        '    /cc/0 = "alice@example.com": from your message',
+    ]
+    job = replace(info, job="job morning's run 3", targets=info.targets[:1])
+    assert '    /cc/0 = "alice@example.com": from the job\'s prompt' in approval_card(job, 0)
+    shell = replace(info, targets=(TargetInfo("/command", '"ls"', "code"),))
+    assert '    /command = "ls": code, never taken as yours' in approval_card(shell, 0)
+    assert not any("targets" in line for line in approval_card(card("{}"), 0))

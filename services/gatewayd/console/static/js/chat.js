@@ -1,9 +1,12 @@
 // Chat (SPEC §12.2): the sessions, and the chosen one's conversation as it happens: owner
-// messages, the agent's text, each tool call with its arguments and outcome, the turn's end.
+// messages, the agent's text, each tool call with its arguments and outcome (a waiting one with
+// where each of its targets came from, as its card says), the turn's end.
 
 import { get, post } from "./api.js";
+import * as approvals from "./approvals.js";
 import { $, ago, append, bytes, clear, el, labelBadges, say } from "./dom.js";
 import { argumentsView } from "./shown.js";
+import { targetsView } from "./targets.js";
 
 // What the owner reads for each deny reason: bxcore.deny.denial_clause, word for word
 // (tests/unit/gatewayd/test_console_page.py checks that the two agree).
@@ -44,6 +47,7 @@ const state = {
 let sessionsTimer = null;
 
 export function init() {
+  document.addEventListener("pending-changed", showTargets);
   $("#new-session").addEventListener("click", newSession);
   $("#stop").addEventListener("click", stop);
   $("#composer").addEventListener("submit", (event) => {
@@ -289,6 +293,8 @@ function settle(event) {
   if (event.kind === "tool_pending") {
     const link = el("a", { href: `#approvals/${event.approval}` }, `approval ${event.approval}`);
     outcome(node, "pending", "waiting for your answer: ", link);
+    node.append(el("div", { class: "targets-slot", dataset: { approval: event.approval } }));
+    showTargets();
     return; // still open: its outcome comes once the owner answers
   }
   state.open.splice(index, 1);
@@ -300,6 +306,15 @@ function settle(event) {
   outcome(node, event.ok ? "done" : "failed", size);
   if (typeof event.output === "string") {
     node.append(el("details", {}, el("summary", {}, "Output"), el("pre", { class: "output" }, event.output)));
+  }
+}
+
+// A waiting call's targets, as its card says them, once the approvals list has the card.
+function showTargets() {
+  for (const slot of document.querySelectorAll("#events .targets-slot:empty")) {
+    const info = approvals.info(slot.dataset.approval);
+    const targets = info && targetsView(info, `Where each target of ${info.tool} came from`);
+    if (targets) slot.append(targets);
   }
 }
 
