@@ -311,7 +311,7 @@ def render_config(commented: bool = True) -> str:
 
 
 _MCP_ABOUT = (
-    "MCP servers (SPEC §18): one [[mcp]] entry each; their tools are offered to the model "
+    "MCP servers: one [[mcp]] entry each; their tools are offered to the model "
     "only once the owner trusts them (`bxctl mcp trust NAME`). See docs/mcp.md."
 )
 
