@@ -22,6 +22,7 @@ from bxcore.visible import visible
 from bxctl import (
     audit_accept,
     audit_cmds,
+    backup_cmds,
     box_cmds,
     console_cmd,
     grant_cmds,
@@ -58,6 +59,7 @@ app.add_typer(session_cmds.app, name="session")
 owner_cmds.register(app)  # chat, pending, approve, deny
 app.command()(session_cmds.explain)
 app.command()(console_cmd.console)
+backup_cmds.register(app)  # backup, restore
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ FOLDER_MODE = 0o700  # the home and every folder bxctl makes in it
 FILE_MODE = 0o600  # every file bxctl writes in it (a public key is public: 0644)
 
 
-def starter_grants(home: Home) -> dict[str, str]:
+def starter_set(home: Home) -> dict[str, str]:
     """The starter grants (§5.6), by id: small, safe, and each explained."""
     workspace = toml_value(str(home.workspace))
     head = "# A starter grant written by `bxctl init`; edit or remove it as you like.\n"
@@ -100,8 +100,10 @@ def _workspace_owner(home: Home) -> tuple[int, int] | None:
     return tool_user_ids(configured)
 
 
-def init_home(home: Home) -> list[str]:
+def init_home(home: Home, *, starter_grants: bool = True) -> list[str]:
     """Create what is missing; return what was created, one line each (empty: all was there).
+    The starter grants go only into an empty grants folder, and not at all without
+    `starter_grants` (a restored home's grants are the archive's, none included).
     HomeError (one line, nothing created) when run as root with no usable `[sandbox] user`."""
     workspace_owner = _workspace_owner(home)
     made: list[str] = []
@@ -133,8 +135,8 @@ def init_home(home: Home) -> list[str]:
         raise HomeError(str(error)) from None
     if write_new(home.config, COMMENTED_CONFIG):
         made.append(f"config {home.config}")
-    if not any(home.grants.glob("*.toml")):
-        for grant_id, text in starter_grants(home).items():
+    if starter_grants and not any(home.grants.glob("*.toml")):
+        for grant_id, text in starter_set(home).items():
             if write_new(home.grant(grant_id), text):
                 made.append(f"grant {grant_id}")
     return made
