@@ -52,7 +52,7 @@ def backup(
         print_json({**_summary(manifest), "archive": str(made.path), "notes": made.notes})
         return
     say(f"backed up {home.root} into {made.path}", style="green")
-    say(f"  {_contents(manifest)}, {made.notes} notes")
+    say(f"  {_contents(manifest)}, {_counted(made.notes, 'note')}")
     say(f"  {_head(manifest)}")
     if not with_secrets:
         say("  keys and console token left out (--with-secrets takes them)")
@@ -113,10 +113,15 @@ def _contents(manifest: Manifest) -> str:
     def count(folder: str) -> int:
         return sum(1 for name in manifest.files if name.startswith(f"{folder}/"))
 
+    sessions = sum(1 for n in manifest.files if n.endswith(".jsonl") and n != LEDGER)
     return (
-        f"{count('grants')} grants, {count('jobs')} jobs, {count('mcp')} MCP pins, "
-        f"{sum(1 for n in manifest.files if n.endswith('.jsonl') and n != LEDGER)} sessions"
+        f"{_counted(count('grants'), 'grant')}, {_counted(count('jobs'), 'job')}, "
+        f"{_counted(sessions, 'session')}, the pins of {_counted(count('mcp'), 'MCP server')}"
     )
+
+
+def _counted(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
 
 
 def _head(manifest: Manifest) -> str:

@@ -122,7 +122,10 @@ def _extract(
 ) -> None:
     entry = manifest.files[name]
     if member.size != entry.size:
-        raise ArchiveRefused(f"{name}: {member.size} bytes, its manifest says {entry.size}")
+        raise ArchiveRefused(
+            f"{name} does not match its manifest ({member.size} bytes, it says {entry.size}): "
+            "tampered"
+        )
     path = stage / name
     _make_parents(path)
     source = tar.extractfile(member)
