@@ -456,3 +456,17 @@ def test_any_value_for_any_key_parses_or_is_one_config_error_line(
         assert len(str(error).splitlines()) == 1
     else:
         assert isinstance(config, Config)
+
+
+def test_a_second_model_table_appended_to_the_init_file_names_the_first_ones_line() -> None:
+    from bxcore.config import COMMENTED_CONFIG, ConfigError, parse_config
+
+    first = COMMENTED_CONFIG.split("\n").index("[model]") + 1
+    appended = COMMENTED_CONFIG + '\n[model]\nmodel = "qwen2.5:7b"\n'
+    again = appended.split("\n").index("[model]", first) + 1
+    with pytest.raises(ConfigError) as raised:
+        parse_config(appended.encode())
+    assert str(raised.value) == (
+        f"config.toml line {again}: a second [model] table; the first is at line {first}: "
+        "put its keys there, once each"
+    )
