@@ -323,7 +323,10 @@ def test_a_value_out_of_bounds_or_not_allowed_is_named(text: str, message: str) 
         (b"[model\n", "config.toml: not valid TOML: "),
         (b"[model]\nstream = yes\n", "config.toml: not valid TOML: Invalid value (at line 2"),
         (b"[console]\nport = 1\nport = 2\n", "config.toml: not valid TOML: Cannot overwrite"),
-        (b"[console]\n[console]\n", "config.toml: not valid TOML: Cannot declare"),
+        (
+            b"[console]\n[console]\n",
+            "config.toml line 2: a second [console] table; the first is at line 1",
+        ),
         (b'[model]\nmodel = "\xff"\n', "config.toml: not UTF-8 (at byte 17)"),
         (b"\xc3(", "config.toml: not UTF-8 (at byte 0)"),
         (b"[model]\x00\n", "config.toml: contains a NUL byte (at byte 7)"),
