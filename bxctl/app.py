@@ -81,9 +81,22 @@ def main_options(
 
 
 @app.command()
-def init(ctx: typer.Context) -> None:
-    """Create the home folder: keys, a commented config.toml and the starter grants."""
+def init(
+    ctx: typer.Context,
+    yes: Annotated[
+        bool,
+        typer.Option("--yes", "-y", help="Ask nothing: the defaults, as without a terminal."),
+    ] = False,
+) -> None:
+    """Create the home folder: keys, a commented config.toml and the starter grants. On a
+    terminal, for a new home, it asks first: the model server (the local ones that answer
+    found for you), the model, the key's variable (checked on the spot, as `bxctl model check`
+    does), the workspace and the first grants; then offers to start the box."""
     home: Home = ctx.obj.home
+    if not yes and not home.config.exists() and sys.stdin.isatty() and sys.stdout.isatty():
+        from bxctl.init_wizard import guide
+
+        raise typer.Exit(guide(home))
     made = init_home(home)
     for line in made:
         say(f"created {line}")
