@@ -199,6 +199,9 @@ def test_an_interactive_chat_on_a_terminal_approves_inline(box: Box) -> None:
         term.expect(rf"approved {approval}: the call runs")
         term.expect(r"agent│ ✓ shell")
         term.expect(r"agent│ counted")
+        shown = term.screen.everything
+        waits = f"agent│ … shell waits for the owner's approval {approval}"
+        assert shown.count(waits) == 1 and shown.index(waits) < shown.index(f"approved {approval}")
         term.expect(r"you> ")
         term.type("thanks\n")
         term.expect(r"agent│ you are welcome")
