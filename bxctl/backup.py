@@ -200,8 +200,11 @@ def _ledger(home: Home, gathered: _Gathered, seen: list[witness.Seen]) -> Mark:
     if target is None:  # no head was ever confirmed: every whole record that chains
         gathered.copy(LEDGER, home.ledger, whole_lines=True)
         verified = verify_file(staged)
+        if not verified.report.ok:
+            raise BackupFailed(
+                f"the ledger does not verify: {verified.report.why}; `bxctl audit verify` says more"
+            )
         target = Mark(verified.report.head, verified.size)
-        _cut(staged, target.size)
     else:
         gathered.copy(LEDGER, home.ledger, limit=target.size)
     newest = max(seen, key=lambda s: s.seq, default=None)
@@ -227,11 +230,6 @@ def _ledger(home: Home, gathered: _Gathered, seen: list[witness.Seen]) -> Mark:
 
 def _head_of(seen: witness.Seen | None) -> Head | None:
     return None if seen is None else Head(seen.seq, seen.hash)
-
-
-def _cut(path: Path, size: int) -> None:
-    with open(path, "r+b") as f:
-        f.truncate(size)
 
 
 def _folder_files(home: Home, folder: str) -> list[str]:
