@@ -285,7 +285,9 @@ def _pack(stage: Path, manifest: Manifest, archive: Path) -> None:
     partial = stage / "archive.tar.gz"
     fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     with os.fdopen(fd, "wb") as raw:
-        with tarfile.open(fileobj=raw, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+        with tarfile.open(
+            fileobj=raw, mode="w:gz", format=tarfile.PAX_FORMAT, compresslevel=6
+        ) as tar:
             data = manifest.encode()
             tar.addfile(_info(MANIFEST, len(data)), io.BytesIO(data))
             for name in sorted(manifest.files):

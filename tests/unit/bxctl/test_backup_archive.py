@@ -105,3 +105,25 @@ def test_offline_a_home_backs_up_and_restores_never_over_a_file_or_a_home_in_use
         assert (other / name).stat().st_mode & 0o777 == 0o600
     assert "grants naming the home it was made of" in restored.stdout
     assert not list(short_tmp.glob(".*"))  # no staging folder left
+
+
+def test_a_ledger_that_does_not_verify_is_never_backed_up(short_tmp: Path) -> None:
+    from services.brokerd.core import records
+    from services.brokerd.ledger import Ledger
+
+    home = short_tmp / "h"
+    assert bxctl(home, "init").returncode == 0
+    path = home / "audit" / "ledger.jsonl"
+    ledger = Ledger.open(path, now_ms=lambda: 0)
+    for n in range(5):
+        ledger.append(*records.started(pid=n, version="t"))
+    ledger.close()
+    assert bxctl(home, "backup", str(short_tmp / "good.tar.gz")).returncode == 0
+    lines = path.read_bytes().split(b"\n")
+    lines[2] = lines[2].replace(b'"pid":2', b'"pid":9')
+    path.write_bytes(b"\n".join(lines))
+    refused = bxctl(home, "backup", str(short_tmp / "bad.tar.gz"))
+    assert refused.returncode == 1 and refused.stderr.count("\n") == 1
+    assert "line 4: prev does not match the hash of line 3" in refused.stderr, refused.stderr
+    assert not (short_tmp / "bad.tar.gz").exists()
+    assert sorted(p.name for p in short_tmp.iterdir()) == ["good.tar.gz", "h"]
