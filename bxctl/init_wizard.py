@@ -26,7 +26,7 @@ from bxctl.init import init_home, starter_set
 from bxctl.init_guide import ModelChoice, Retry, Server
 from bxctl.output import CommandError, invocation, say
 
-PROBE_S = 0.5  # a local server answers its model list in milliseconds
+PROBE_S = 1.0  # a local server answers its model list in milliseconds; a loaded machine, slower
 T = TypeVar("T")
 Ask = Callable[[str], str | None]
 
