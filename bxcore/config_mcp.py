@@ -105,7 +105,7 @@ def _hosts(value: list[Any]) -> str | None:
     return None
 
 
-PATHS = Check("absolute paths (SPEC §4.4), not /, /proc or /dev", _paths)
+PATHS = Check("absolute paths, not /, /proc or /dev", _paths)
 MCP_KEYS: tuple[Key, ...] = (
     Key("mcp", "name", Kind.STRING, REQUIRED, Check("1 to 24 of a-z 0-9 -, unique", _name),
         "The server's name: its tools are offered as mcp__NAME__TOOL. Required."),

@@ -36,6 +36,7 @@ from bxcore.messages import (
     PendingQuery,
     Ping,
     ToolDone,
+    ToolPending,
     TurnEnd,
     TurnEvent,
     VerdictRequest,
@@ -51,6 +52,7 @@ from bxctl.owner_view import (
     approval_card,
     done_lines,
     event_lines,
+    until,
     verdict_line,
 )
 
@@ -83,6 +85,7 @@ class Chat:
         keyboard: Keyboard | None,
         as_json: bool = False,
         show_output: bool = False,
+        no_wait: bool = False,
         out: TextIO = sys.stdout,
         width: Callable[[], int | None] = terminal_width,
     ) -> None:
@@ -92,12 +95,14 @@ class Chat:
         self.keyboard = keyboard  # None: approvals are answered elsewhere
         self.as_json = as_json
         self.show_output = show_output  # each tool's output in full, not folded
+        self.no_wait = no_wait  # an approval not asked inline ends the watch (`--no-wait`)
         self.hint = SHOW_OUTPUT  # how to see a folded output (the console has its command)
         self.last_done: ToolDone | None = None  # the last call that gave an output
         self.cursor = 0  # the newest seq of the session read so far
         self._out = out
         self._width = width  # the terminal's columns now (None: not a terminal)
         self._shown: set[str] = set()  # approvals asked about or printed
+        self._waits_said: set[str] = set()  # approvals whose "… waits for" line is shown
 
     def __repr__(self) -> str:
         how = "inline" if self.keyboard is not None and not self.as_json else "elsewhere"
@@ -119,8 +124,9 @@ class Chat:
             return answer.turn
         _refused(answer)
 
-    def follow(self, turn: int) -> EndReason:
-        """Show `turn` as it happens, and the approvals it waits for, until it ends."""
+    def follow(self, turn: int) -> EndReason | None:
+        """Show `turn` as it happens, and the approvals it waits for, until it ends (None:
+        it waits for an approval and `no_wait` left it to the owner's other ways)."""
         patience: float | None = None  # while loopd or brokerd restarts, keep asking a while
         while True:
             query = EventsQuery(request_id("chat"), self.session, self.cursor, WAIT_MS)
@@ -145,11 +151,16 @@ class Chat:
             for info in answer.pending:
                 if info.approval not in self._shown:
                     self._shown.add(info.approval)
-                    self.approval(info)
+                    if not self.approval(info):
+                        return None
 
     def show(self, event: TurnEvent) -> None:
         if isinstance(event.event, ToolDone) and event.event.output:
             self.last_done = event.event
+        if isinstance(event.event, ToolPending) and not self.as_json:
+            if event.event.approval in self._waits_said:
+                return  # said before its card, which came first (`approval`)
+            self._waits_said.add(event.event.approval)
         if self.as_json:
             self.say(wire.encode(event).decode())
         else:
@@ -178,14 +189,25 @@ class Chat:
 
     # --- approvals ---------------------------------------------------------------------------
 
-    def approval(self, info: ApprovalInfo) -> None:
+    def approval(self, info: ApprovalInfo) -> bool:
+        """Show an approval, and ask it inline when there is a keyboard; False when `no_wait`
+        leaves it to the owner's other ways."""
         if self.as_json:  # never asked inline: a script answers with `bxctl approve`
             self.say(wire.encode(ApprovalRequested(info)).decode())
-            return
+            return not self.no_wait
+        if info.session == self.session and info.approval not in self._waits_said:
+            # The pending list can come before the turn's own event: its line goes first, so
+            # that "… waits for X" is never read after "approved X".
+            self._waits_said.add(info.approval)
+            waits = ToolPending(info.tool, info.approval)
+            self.say(*agent_lines(event_lines(waits), self._width()))
         self.say(*approval_card(info, now_ms(), self._width()))
+        if self.no_wait:
+            self.say(_not_waiting(info))
+            return False
         if self.keyboard is None:
-            self.say(_elsewhere(info.approval))
-            return
+            self.say(_elsewhere(info))
+            return True
         while True:
             self.keyboard.discard()  # typed before this card was shown: not an answer to it
             self._out.write(prompt(info))
@@ -193,10 +215,10 @@ class Chat:
             reply = self._read_answer(self.keyboard, info.approval)
             if isinstance(reply, SettledElsewhere):
                 self.say("", f"{info.approval} was settled elsewhere")
-                return
+                return True
             if reply is None:  # end of input: not an answer (§13)
-                self.say("", f"left for later; {_elsewhere(info.approval)}")
-                return
+                self.say("", f"left for later; {_elsewhere(info)}")
+                return True
             verdict = read_answer(reply, info)
             if verdict is None:
                 continue  # an empty line is not an answer: ask again
@@ -210,7 +232,7 @@ class Chat:
             self.say(verdict_line(info.approval, answer)[0])
             if isinstance(answer, Error) and answer.code is ErrorCode.UNAVAILABLE:
                 self._shown.discard(info.approval)  # not settled: ask again at the next poll
-            return
+            return True
 
     def _read_answer(self, keyboard: Keyboard, approval: str) -> str | SettledElsewhere | None:
         """A line from the terminal; None at its end; SettledElsewhere if, while waiting, the
@@ -260,8 +282,9 @@ class Chat:
             elif command:
                 self.turn(self.send(line))
 
-    def turn(self, turn: int) -> EndReason:
-        """Follow `turn` to its end; a first Ctrl-C stops it, a second one leaves (raised)."""
+    def turn(self, turn: int) -> EndReason | None:
+        """Follow `turn` to its end (None: left waiting, `no_wait`); a first Ctrl-C stops it, a
+        second one leaves (raised)."""
         try:
             return self.follow(turn)
         except KeyboardInterrupt:
@@ -278,11 +301,22 @@ class Chat:
         return None if isinstance(line, NothingYet) else line
 
 
-def _elsewhere(approval: str) -> str:
+def _elsewhere(info: ApprovalInfo) -> str:
     return (
-        f"waiting for the owner's verdict: `bxctl approve {approval}` or "
-        f"`bxctl deny {approval}` (or the console)"
+        f"waiting for the owner's verdict: {_answers(info.approval)}; it expires "
+        f"{until(info.expires, now_ms())} (`bxctl chat --no-wait` does not wait)"
     )
+
+
+def _not_waiting(info: ApprovalInfo) -> str:
+    return (
+        f"not waiting (--no-wait); the turn waits for {_answers(info.approval)}, "
+        f"until it expires {until(info.expires, now_ms())}"
+    )
+
+
+def _answers(approval: str) -> str:
+    return f"`bxctl approve {approval}` or `bxctl deny {approval}` (or the console)"
 
 
 def _refused(answer: Error) -> NoReturn:

@@ -212,9 +212,13 @@ def add(
     except GrantRefused as error:
         fail(str(error))
     say(f"added {grant_id}: {grant.mode} {grant.tool} {scope_text(grant)}".rstrip())
+    for line in grant_warnings(home):  # what `grant check` would say of it, said now
+        if line.startswith(f"grant {grant_id} ") or f"{grant_id}: " in line:
+            say(f"warning: {line}", style="yellow")
 
 
-@app.command()
+@app.command("rm")
+@app.command("remove", help="Remove a grant (the same as `bxctl grant rm`).")
 def rm(
     ctx: typer.Context,
     grant_id: Annotated[str, typer.Argument(metavar="ID")],

@@ -68,11 +68,22 @@ def chat(
         bool,
         typer.Option("--show-output", help="Show each tool's output, not only its size."),
     ] = False,
+    no_wait: Annotated[
+        bool,
+        typer.Option(
+            "--no-wait",
+            help="When the turn waits for an approval, print it and exit (0); the turn goes "
+            "on, and `bxctl approve` or the console answers it.",
+        ),
+    ] = False,
 ) -> None:
     """Talk to the agent and watch the turn; approvals are asked inline on a terminal.
 
-    On a terminal, Ctrl-C stops the running turn (its pending approvals are denied) and a
-    second Ctrl-C leaves; without one (or with --json), Ctrl-C only stops watching.
+    Without a terminal, an approval is printed with how long it waits for a verdict from
+    elsewhere (`bxctl approve`, the console; [broker] approval_ttl_s, 10 minutes unless
+    set); --no-wait exits there instead. On a terminal, Ctrl-C stops the running turn (its
+    pending approvals are denied) and a second Ctrl-C leaves; without one (or with --json),
+    Ctrl-C only stops watching.
     Without MESSAGE, a console: each line is a message, /output shows the last tool's
     output, /help the rest, Ctrl-D (or Ctrl-C at the prompt) leaves."""
     if not valid_session(session):
@@ -91,6 +102,7 @@ def chat(
             keyboard=Keyboard(sys.stdin.fileno()) if terminal else None,
             as_json=as_json,
             show_output=show_output,
+            no_wait=no_wait,
         )
         try:
             if message is None:

@@ -68,29 +68,46 @@ def columns(text: str) -> int:
     return sum(cells(char) for char in text)
 
 
-def pieces(line: str, width: int) -> list[str]:
-    """`line` cut into pieces of at most `width` columns (at least one character each)."""
+def pieces(line: str, width: int, *, words: bool = False) -> list[str]:
+    """`line` cut into pieces of at most `width` columns (at least one character each), every
+    character kept. With `words`, a piece that would end inside a word ends at the row's last
+    space instead, when it has one, and the one space a row breaks at is left out (as any
+    word wrapper does)."""
     found: list[str] = []
     start = used = 0
-    for index, char in enumerate(line):
-        size = cells(char)
+    index = 0
+    while index < len(line):
+        size = cells(line[index])
         if used + size > width and index > start:
-            found.append(line[start:index])
-            start, used = index, 0
+            if words and line[index] == " ":
+                found.append(line[start:index])
+                start = index = index + 1
+                used = 0
+                continue
+            space = line.rfind(" ", start + 1, index) if words else -1
+            if space > start:
+                found.append(line[start:space])
+                start, used = space + 1, columns(line[space + 1 : index])
+            else:
+                found.append(line[start:index])
+                start, used = index, 0
         used += size
+        index += 1
     found.append(line[start:])
     return found
 
 
-def fitted(line: str, width: int | None, first: str, rest: str) -> list[str]:
+def fitted(
+    line: str, width: int | None, first: str, rest: str, *, words: bool = False
+) -> list[str]:
     """`line` after `first`, going on after `rest` on as many rows as it takes, each row at
-    most `width` columns (`None`: one row, however long). A row with nothing after its
-    lead-in ends where the lead-in's text does."""
+    most `width` columns (`None`: one row, however long), broken between words if `words`.
+    A row with nothing after its lead-in ends where the lead-in's text does."""
     line = line.expandtabs(TAB)
     if width is None:
         parts = [line]
     else:
-        parts = pieces(line, max(1, width - max(columns(first), columns(rest))))
+        parts = pieces(line, max(1, width - max(columns(first), columns(rest))), words=words)
     return [_row(first, parts[0]), *(_row(rest, part) for part in parts[1:])]
 
 
@@ -99,8 +116,9 @@ def _row(lead: str, text: str) -> str:
 
 
 def agent_lines(lines: Iterable[str], width: int | None = None) -> list[str]:
-    """Each line in the agent's gutter, every row of it (an empty one, a wrapped one too)."""
-    return [row for line in lines for row in fitted(line, width, AGENT, AGENT)]
+    """Each line in the agent's gutter, every row of it (an empty one, a wrapped one too),
+    wrapped between words where it can be."""
+    return [row for line in lines for row in fitted(line, width, AGENT, AGENT, words=True)]
 
 
 def card_lines(lines: Iterable[str], width: int | None = None) -> list[str]:

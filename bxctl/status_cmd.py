@@ -33,7 +33,7 @@ from bxctl.box_view import (
 from bxctl.console_cmd import console_hint
 from bxctl.ledger_link import ask_ledger
 from bxctl.ledger_view import LedgerView, disk_json, disk_lines, ledger_view
-from bxctl.output import print_json, say
+from bxctl.output import invocation, print_json, say
 from bxctl.safety import box_warnings, sandbox_report
 from bxctl.supervisor_link import running, status_report
 from services.brokerd.core.records import parse_line
@@ -55,7 +55,7 @@ def status(
         if as_json:
             print_json({"running": False, "services": [], "warnings": warnings})
         else:
-            say("not running")
+            say(f"not running; start it with `{invocation()} up`")
             show_warnings(warnings)
         raise typer.Exit(3)
     report = status_report(record)

@@ -35,7 +35,7 @@ from bxctl.init import init_home
 from bxctl.ledger_link import ask_ledger
 from bxctl.ledger_view import LedgerView, ledger_view
 from bxctl.logs import rotate_if_over, tail
-from bxctl.output import fail, say
+from bxctl.output import fail, invocation, say
 from bxctl.pidfile import Box
 from bxctl.specs import ServiceSpec, parse_specs
 from bxctl.supervisor import Supervisor, SupervisorError, endpoint_of
@@ -109,7 +109,8 @@ def _already_running(home: Home, record: pidfile.BoxRecord) -> None:
 
 
 def _next_steps() -> None:
-    say('talk to the agent: bxctl chat "hello"   (bxctl --help for the rest)')
+    bxctl = invocation()
+    say(f'talk to the agent: {bxctl} chat "hello"   ({bxctl} --help for the rest)')
 
 
 def _fork_supervisor(home: Home, service_args: Sequence[str], log_path: Path) -> int:

@@ -95,6 +95,26 @@ def test_pieces_keep_every_character_in_order(line: str, width: int) -> None:
     assert all(columns(part) <= width or len(part) == 1 for part in parts)
 
 
+def test_the_agents_text_wraps_between_words_and_a_word_longer_than_a_row_is_cut() -> None:
+    text = "The notes say the meeting moved to Thursday afternoon " + "x" * 30
+    assert agent_lines([text], 30) == [
+        "agent│ The notes say the",  # the gutter takes 8 columns (│ may be drawn wide)
+        "agent│ meeting moved to",
+        "agent│ Thursday afternoon",
+        "agent│ " + "x" * 22,
+        "agent│ " + "x" * 8,
+    ]
+
+
+@given(st.text(alphabet="ab \u4e2d", max_size=80), st.integers(min_value=1, max_value=30))
+def test_wrapping_between_words_keeps_every_character_but_the_spaces_it_breaks_at(
+    line: str, width: int
+) -> None:
+    parts = pieces(line, width, words=True)
+    assert all(columns(part) <= width or len(part) == 1 for part in parts)
+    assert "".join(parts).replace(" ", "") == line.replace(" ", "")
+
+
 def test_wide_and_ambiguous_characters_count_two_columns() -> None:
     assert columns("中é") == 4 and columns("ab") == 2
     assert pieces("中中中", 4) == ["中中", "中"]
