@@ -26,7 +26,6 @@ from bxctl.supervisor_link import down, explain, whereabouts
 #: The CURVE sockets the owner speaks on, and whose key each server holds.
 SERVERS = {"gateway": "gatewayd", "admin": "brokerd"}
 A = TypeVar("A")
-NOT_RUNNING = "is boxmaker running? try `bxctl up`"
 FIRST_LOOK_S = 1.0  # no answer this soon: ask the supervisor whether waiting is any use
 
 
