@@ -8,6 +8,7 @@ a table (`MCP_KEYS`) like the sections', so docs/configuration.md lists them too
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -23,6 +24,10 @@ SET_BY_BROKERD = ("PATH", "HOME", "LANG")
 #: Every sandbox has a /proc and a /dev of its own (as for grants, §5.1).
 SANDBOX_OWN = ("/proc", "/dev")
 REQUIRED = None  # the default of a key every entry must give
+#: Programs that fetch the server from a registry at each start, which its sandbox (no
+#: network) cannot do: `bxctl mcp add` installs the package once instead.
+FETCHERS = ("npx",)
+START_S = 10.0  # initialize and tools/list must answer within this (§18.2), by default
 
 
 def valid_server_name(name: str) -> bool:
@@ -130,6 +135,9 @@ MCP_KEYS: tuple[Key, ...] = (
     Key("mcp", "timeout_s", Kind.NUMBER, 60.0, seconds(0, 86_400.0),
         "Seconds one call may take; a server that takes longer is stopped and the call is "
         "answered error."),
+    Key("mcp", "start_s", Kind.NUMBER, START_S, seconds(0, 600.0),
+        "Seconds a starting server has to answer initialize and tools/list; one that does not "
+        "is stopped and its error shown (`bxctl mcp list`)."),
 )  # fmt: skip
 _BY_NAME = {key.name: key for key in MCP_KEYS}
 
@@ -147,6 +155,7 @@ class McpServer:
     per_session: bool = True
     idle_s: float = 300.0
     timeout_s: float = 60.0
+    start_s: float = START_S
 
 
 class EntryError(Exception):
@@ -176,6 +185,9 @@ def parse_mcp_entries(value: Any, check: Any) -> tuple[McpServer, ...]:
         for key in MCP_KEYS:
             if key.default is REQUIRED and key.attr not in values:
                 raise EntryError(f"{where} {key.name}: missing (every [[mcp]] entry names it)")
+        fetched = _fetched(values["name"], values["command"])
+        if fetched is not None:
+            raise EntryError(f"{where} command: {fetched}")
         both = set(values.get("paths", ())) & set(values.get("ro_paths", ()))
         if both:
             raise EntryError(f"{where} ro_paths: {show(sorted(both)[0])} is also in paths")
@@ -184,6 +196,18 @@ def parse_mcp_entries(value: Any, check: Any) -> tuple[McpServer, ...]:
         seen.add(values["name"])
         servers.append(McpServer(**values))
     return tuple(servers)
+
+
+def _fetched(name: str, command: tuple[str, ...]) -> str | None:
+    """What to run instead of a command that would fetch its server at each start."""
+    program = command[0].rsplit("/", 1)[-1]
+    if program not in FETCHERS:
+        return None
+    said = shlex.join(["bxctl", "mcp", "add", name, "--", *command])
+    return (
+        f"{program} fetches the server at each start, and its sandbox has no network: remove "
+        f"this entry and run `{said}`, which installs it once and writes the entry"
+    )
 
 
 def _where(body: Any, at: int) -> str:

@@ -38,7 +38,7 @@ from bxcore.mcp_tools import (
     split_name,
 )
 from bxcore.report import Report
-from services.brokerd import mcp_result
+from services.brokerd import mcp_paths, mcp_result
 from services.brokerd.core.mcp_args import McpArgs
 from services.brokerd.core.policy import Allowed
 from services.brokerd.mcp_proxy import HostsProxy
@@ -49,6 +49,7 @@ from services.brokerd.mcp_start import (
     describe,
     open_log,
     speak,
+    start_error,
     tighten_log,
 )
 from services.brokerd.mcp_stdio import PipeError
@@ -92,6 +93,8 @@ class McpRunner:
         self.home = home
         self.clock = clock
         self._launcher = Launcher(host, home, sandboxed=sandboxed, proxies=self.proxies)
+        self._user = mcp_paths.Sandboxed.of_brokerd(host.drop_to)
+        self._warnings: dict[str, list[str]] = {}  # of each server's paths, found at start
         self._tasks: anyio.abc.TaskGroup | None = None
         self._instances: dict[tuple[str, str], Instance] = {}
         self._locks: dict[tuple[str, str], anyio.Lock] = {}
@@ -172,6 +175,7 @@ class McpRunner:
                 "new": list(seen.new) if seen else [],
                 "running": len(running),
                 "problem": self._problems.get(name) or self._pinned[name].problem,
+                "warnings": self._warnings.get(name, []),
             }
         return found
 
@@ -192,8 +196,11 @@ class McpRunner:
                 for proxy in self.proxies.values():
                     await tasks.start(proxy.serve)
                 task_status.started()
-                for name in self.servers:
+                for name, server in self.servers.items():
                     tighten_log(self.home, name)  # one an older brokerd left 0644
+                    self._warnings[name] = mcp_paths.warnings(server, self._user)
+                    for line in self._warnings[name]:
+                        log.warning("MCP server %s %s", name, line)
                     tasks.start_soon(self._probe, name)
                 while True:
                     if report is not None:
@@ -207,7 +214,7 @@ class McpRunner:
         try:
             instance = await self._instance(name, f"probe-{os.getpid()}")
         except StartFailed as failed:
-            log.error("MCP server %s: %s", name, failed)
+            log.error("MCP server %s did not start: %s", name, failed)
             return
         instance.stop.set()
 
@@ -265,11 +272,15 @@ class McpRunner:
         server = instance.server
         argv, env = self._launcher.command(server)  # StartFailed: before anything starts
         with open_log(self.home, server.name) as errlog:
+            written = os.fstat(errlog.fileno()).st_size  # where this start's own lines begin
             try:
                 await speak(instance, argv, env, errlog, task_status)
             except Exception as error:  # a server's end, whatever it was
                 if not instance.listed:
-                    raise
+                    process = instance.process
+                    code = None if process is None else process.poll()
+                    said = start_error(describe(error), code, self._said(server.name, written))
+                    raise StartFailed(said) from None
                 whose = instance.key or "shared"
                 log.warning("MCP server %s (%s) ended: %s", server.name, whose, describe(error))
             finally:
@@ -278,6 +289,15 @@ class McpRunner:
                 slot = (server.name, instance.key)
                 if self._instances.get(slot) is instance:
                     del self._instances[slot]
+
+    def _said(self, name: str, offset: int) -> str:
+        """What server `name`'s standard error got from `offset` on (its last 16 KiB)."""
+        try:
+            with self.home.mcp_log(name).open("rb") as log_file:
+                log_file.seek(max(offset, log_file.seek(0, os.SEEK_END) - 16384))
+                return log_file.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
 
     def _write_listing(self, name: str, listing: dict[str, ToolDef]) -> None:
         """`{home}/run/mcp-<name>.json`: what the server listed last, for `bxctl mcp`."""
