@@ -167,8 +167,13 @@ class Home:
 
     @property
     def mcp(self) -> Path:
-        """`{home}/mcp/`: the owner's pins, one file a server (SPEC §18.3)."""
+        """`{home}/mcp/`: the owner's pins, one file a server (SPEC §18.3), and the npm
+        servers `bxctl mcp add` installed (`mcp_npm`)."""
         return self.root / "mcp"
+
+    def mcp_npm(self, server: str) -> Path:
+        """The folder npm installed server `server`'s package in (issue 27)."""
+        return self.mcp / "npm" / _name("server", server)
 
     def mcp_pins(self, server: str) -> Path:
         return self.mcp / f"{_name('server', server)}.pins.json"

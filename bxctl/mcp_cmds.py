@@ -17,11 +17,13 @@ from bxcore.config import ConfigError, load_config
 from bxcore.config_mcp import McpServer
 from bxcore.home import Home
 from bxcore.mcp_tools import ToolDef
-from bxctl import mcp_pins, mcp_wait
+from bxctl import mcp_add, mcp_pins, mcp_wait
 from bxctl.output import fail, is_terminal, print_json, say, table
 from services.brokerd.core.grants import KINDS_SAID, RESULTS_SAID
 
 app = typer.Typer(help="MCP servers: their tools, and what the owner trusts.", no_args_is_help=True)
+
+app.command("add")(mcp_add.add)
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 
@@ -79,8 +81,9 @@ def list_(ctx: typer.Context, as_json: JsonOption = False) -> None:
     ]  # fmt: skip
     table(["server", "running", "pinned", "changed", "new", "state"], cells)
     for row in rows:
-        for line in _notes(row):
-            say(textwrap.fill(line, WIDTH, subsequent_indent="    "))
+        for note in _notes(row):
+            for line in textwrap.wrap(note, WIDTH, subsequent_indent="    "):
+                say(line)
 
 
 WIDTH = 100  # `bxctl mcp list` fits it

@@ -22,6 +22,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from bxcore import mcp_host
 from bxcore.atomic import write_atomically
 from bxcore.config_mcp import McpServer
 from bxcore.home import Home
@@ -38,7 +39,7 @@ from bxcore.mcp_tools import (
     split_name,
 )
 from bxcore.report import Report
-from services.brokerd import mcp_paths, mcp_result
+from services.brokerd import mcp_result
 from services.brokerd.core.mcp_args import McpArgs
 from services.brokerd.core.policy import Allowed
 from services.brokerd.mcp_proxy import HostsProxy
@@ -93,7 +94,7 @@ class McpRunner:
         self.home = home
         self.clock = clock
         self._launcher = Launcher(host, home, sandboxed=sandboxed, proxies=self.proxies)
-        self._user = mcp_paths.Sandboxed.of_brokerd(host.drop_to)
+        self._user = mcp_host.Sandboxed.of_brokerd(host.drop_to)
         self._warnings: dict[str, list[str]] = {}  # of each server's paths, found at start
         self._tasks: anyio.abc.TaskGroup | None = None
         self._instances: dict[tuple[str, str], Instance] = {}
@@ -198,7 +199,7 @@ class McpRunner:
                 task_status.started()
                 for name, server in self.servers.items():
                     tighten_log(self.home, name)  # one an older brokerd left 0644
-                    self._warnings[name] = mcp_paths.warnings(server, self._user)
+                    self._warnings[name] = mcp_host.warnings(server, self._user)
                     for line in self._warnings[name]:
                         log.warning("MCP server %s %s", name, line)
                     tasks.start_soon(self._probe, name)

@@ -11,8 +11,6 @@ found by the shell (`program_root`). The server's standard input and output are 
 from __future__ import annotations
 
 import os
-import shutil
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -120,29 +118,6 @@ def launched(host: Host, argv: list[str], seccomp: str | None) -> list[str]:
 
 def _folder(program: str) -> str | None:
     return os.path.dirname(program) or None
-
-
-def search_path(path: str | None) -> str:
-    """Where a bare program name is looked for: brokerd's PATH, then the folder brokerd's own
-    interpreter is in (the box's virtual environment, where `pip install mcp-server-git` put
-    the server, even when that environment is not activated)."""
-    own = os.path.dirname(sys.executable)
-    folders = [folder for folder in (path or os.defpath).split(os.pathsep) if folder]
-    return os.pathsep.join(folders if own in folders or not own else [*folders, own])
-
-
-def resolve_program(argv0: str, path: str | None) -> str | None:
-    """argv[0] as the host finds it (absolute, or on `search_path`), or None."""
-    if argv0.startswith("/"):
-        return argv0 if os.access(argv0, os.X_OK) and os.path.isfile(argv0) else None
-    return shutil.which(argv0, path=search_path(path))
-
-
-def not_found(argv0: str, path: str | None) -> str:
-    """Why `resolve_program` found nothing, naming where it looked."""
-    if argv0.startswith("/"):
-        return f"{argv0!r} is not an executable program here"
-    return f"{argv0!r} is not an executable program in any of {search_path(path)}"
 
 
 def program_root(program: str) -> str | None:

@@ -20,6 +20,7 @@ from typing import TextIO
 import anyio
 import anyio.abc
 
+from bxcore import mcp_host
 from bxcore.atomic import write_atomically
 from bxcore.config_mcp import McpServer
 from bxcore.home import Home
@@ -134,9 +135,9 @@ class Launcher:
         from mcp.client.stdio import get_default_environment
 
         path = os.environ.get("PATH")
-        program = mcp_sandbox.resolve_program(server.command[0], path)
+        program = mcp_host.resolve_program(server.command[0], path)
         if program is None:
-            raise StartFailed(mcp_sandbox.not_found(server.command[0], path))
+            raise StartFailed(mcp_host.not_found(server.command[0], path))
         if not self._sandboxed:
             argv, env = mcp_sandbox.unconfined(server, program)
             return argv, get_default_environment() | dict(env)

@@ -1,6 +1,8 @@
-"""The `paths` and `ro_paths` of an `[[mcp]]` entry that its server's sandbox user cannot use
-(issue 27): each a warning when brokerd starts, in its log and in what `bxctl status` and
-`bxctl mcp list` show; never a refusal (the owner may know better, and a folder may appear).
+"""How an `[[mcp]]` entry meets this machine (issue 27), for brokerd at start and for `bxctl mcp
+add`: where a bare program name is found (brokerd's PATH, then the box's own virtual
+environment), and which of its `paths` and `ro_paths` its sandbox user cannot use, each a
+warning (in brokerd's log, `bxctl status` and `bxctl mcp list`), never a refusal: the owner
+may know better, and a folder may appear.
 
 `warnings` is pure: it judges what `os.stat` said of each path (`look` does the I/O), for the
 user the server runs as (`Sandboxed`): `[sandbox] user` when brokerd is root, else brokerd's.
@@ -9,11 +11,36 @@ user the server runs as (`Sandboxed`): `[sandbox] user` when brokerd is root, el
 from __future__ import annotations
 
 import os
+import shutil
 import stat
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from bxcore.config_mcp import McpServer
+
+
+def search_path(path: str | None) -> str:
+    """Where a bare program name is looked for: brokerd's PATH, then the folder brokerd's own
+    interpreter is in (the box's virtual environment, where `pip install mcp-server-git` put
+    the server, even when that environment is not activated)."""
+    own = os.path.dirname(sys.executable)
+    folders = [folder for folder in (path or os.defpath).split(os.pathsep) if folder]
+    return os.pathsep.join(folders if own in folders or not own else [*folders, own])
+
+
+def resolve_program(argv0: str, path: str | None) -> str | None:
+    """argv[0] as the host finds it (absolute, or on `search_path`), or None."""
+    if argv0.startswith("/"):
+        return argv0 if os.access(argv0, os.X_OK) and os.path.isfile(argv0) else None
+    return shutil.which(argv0, path=search_path(path))
+
+
+def not_found(argv0: str, path: str | None) -> str:
+    """Why `resolve_program` found nothing, naming where it looked."""
+    if argv0.startswith("/"):
+        return f"{argv0!r} is not an executable program here"
+    return f"{argv0!r} is not an executable program in any of {search_path(path)}"
 
 
 @dataclass(frozen=True, slots=True)
