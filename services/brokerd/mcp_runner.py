@@ -47,6 +47,7 @@ from services.brokerd.mcp_start import (
     Instance,
     Launcher,
     StartFailed,
+    StartTimedOut,
     describe,
     open_log,
     speak,
@@ -279,7 +280,8 @@ class McpRunner:
             except Exception as error:  # a server's end, whatever it was
                 if not instance.listed:
                     process = instance.process
-                    code = None if process is None else process.poll()
+                    timed_out = isinstance(error, StartTimedOut)  # its exit was brokerd's doing
+                    code = None if process is None or timed_out else process.poll()
                     said = start_error(describe(error), code, self._said(server.name, written))
                     raise StartFailed(said) from None
                 whose = instance.key or "shared"

@@ -67,6 +67,10 @@ class StartFailed(Exception):
     """The server did not start, or did not answer `initialize` and `tools/list` in time."""
 
 
+class StartTimedOut(StartFailed):
+    """It did not answer within its `start_s`, and was stopped (its exit is brokerd's doing)."""
+
+
 TAIL_LINES = 3  # of a failed start's standard error, shown to the owner
 MAX_SAID = 400
 _FRAME = re.compile(r"\s+at \S|Node\.js v[0-9]")  # a stack frame, node's version line
@@ -76,15 +80,14 @@ def stderr_tail(text: str) -> str:
     """The last lines a server that did not start wrote on its standard error, the ones that
     say why: Python's last lines are its exception; node's exception comes before its stack
     frames and version line, which are left out."""
-    lines = [" ".join(line.split()) for line in text.splitlines()]
-    said = [line for line in lines if line and _FRAME.match(line) is None]
-    return " | ".join(said[-TAIL_LINES:])
+    said = [" ".join(line.split()) for line in text.splitlines() if _FRAME.match(line) is None]
+    return " | ".join([line for line in said if line][-TAIL_LINES:])
 
 
 def start_error(why: str, code: int | None, stderr: str) -> str:
-    """One line for a server that did not start: its exit (when it ended), what brokerd saw,
-    and the end of its standard error (the cause, most often), at most MAX_SAID characters
-    (the end is kept: it says most)."""
+    """One line for a server that did not start: its exit (when it ended of itself), what
+    brokerd saw, and the end of its standard error (the cause, most often), at most MAX_SAID
+    characters (the end is kept: it says most)."""
     if code is not None:
         ended = f"exited with code {code}" if code >= 0 else f"killed by signal {-code}"
         why = f"{ended} ({why})"
@@ -183,7 +186,7 @@ async def speak(
                     await session.initialize()
                     listed = await session.list_tools()
         except TimeoutError:
-            raise StartFailed(
+            raise StartTimedOut(
                 f"no answer to initialize and tools/list within {start_s:g} s (its start_s)"
             ) from None
         except Exception as error:  # the SDK's "Connection closed": the pipe says what ended
