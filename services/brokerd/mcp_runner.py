@@ -5,7 +5,8 @@ again after a crash or when its output ends; their listings compared with the ow
 
 It decides nothing: a call reaches `call` only once it was allowed and recorded. It owns the
 server processes (no other part of brokerd starts one) and `{home}/run/mcp-<name>.json`, the
-latest listing that `bxctl mcp` shows the owner; it only reads `{home}/mcp/<name>.pins.json`.
+latest listing that `bxctl mcp` shows the owner (an older brokerd's is removed at start, so
+that `bxctl mcp trust` waits for this one's); it only reads `{home}/mcp/<name>.pins.json`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -200,6 +202,8 @@ class McpRunner:
                 task_status.started()
                 for name, server in self.servers.items():
                     tighten_log(self.home, name)  # one an older brokerd left 0644
+                    with contextlib.suppress(OSError):  # the last brokerd's: `mcp trust` waits
+                        self._listing_file(name).unlink(missing_ok=True)
                     self._warnings[name] = mcp_host.warnings(server, self._user)
                     for line in self._warnings[name]:
                         log.warning("MCP server %s %s", name, line)
@@ -307,7 +311,10 @@ class McpRunner:
         body = {"server": name, "tools": [tool.definition() for _, tool in sorted(listing.items())]}
         data = json.dumps(body, ensure_ascii=False, sort_keys=True).encode()
         with contextlib.suppress(OSError):
-            write_atomically(self.home.run / f"mcp-{name}.json", data, durable=False)
+            write_atomically(self._listing_file(name), data, durable=False)
+
+    def _listing_file(self, name: str) -> Path:
+        return self.home.run / f"mcp-{name}.json"
 
     async def aclose(self) -> None:
         for instance in list(self._instances.values()):

@@ -1,12 +1,14 @@
 """MCP servers that do not start, through a real brokerd (issue 27): each says why — its exit
 and the end of its standard error, a start that took longer than its `start_s`, a program
 found nowhere, naming where it was looked for — in brokerd's report (`bxctl mcp list`,
-`bxctl status`), its log and `bxctl mcp trust`; never "Connection closed". A bare name found
+`bxctl status`), its log and `bxctl mcp trust` (never a listing an older brokerd left); never
+"Connection closed". A bare name found
 only in the box's own virtual environment starts; a path its sandbox user cannot use is
 warned of."""
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -14,12 +16,14 @@ from typing import Any
 
 from bxcore import report
 from bxcore.home import Home
+from bxcore.mcp_tools import ToolDef
 from tests.support.cli import bxctl
 from tests.support.daemons import init_home, running
 from tests.support.mcp import entry, wait_listed
 
 BOOM = "import sys; sys.stderr.write('Error: cannot open the mailbox /home/me/Mail'); sys.exit(4)"
 SLOW = "import time; time.sleep(60)"
+TOOL = ToolDef("read_inbox", "Reads the inbox.", {"type": "object"})
 
 
 def servers(root: Path) -> str:
@@ -44,6 +48,9 @@ def problems(home: Path, names: set[str], timeout: float = 30.0) -> dict[str, An
 
 def test_a_server_that_cannot_start_says_why_everywhere_the_owner_looks(short_tmp: Path) -> None:
     home = init_home(short_tmp / "h", servers(short_tmp))
+    stale = Home(home).run / "mcp-boom.json"  # what a brokerd before listed: not shown as now
+    stale.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    stale.write_text(json.dumps({"server": "boom", "tools": [TOOL.definition()]}))
     with running("brokerd", home, env={"PATH": "/usr/bin:/bin"}) as brokerd:
         found = problems(home, {"boom", "slow", "nope"})
         wait_listed(home, "time")  # only in the box's own environment, not on brokerd's PATH
@@ -69,5 +76,5 @@ def test_a_server_that_cannot_start_says_why_everywhere_the_owner_looks(short_tm
     assert "Connection closed" not in log + listed.stdout
     assert "cannot open the mailbox /home/me/Mail" in " ".join(listed.stdout.split())
     assert all(len(line) <= 100 for line in listed.stdout.splitlines())
-    assert trusted.returncode == 1
+    assert trusted.returncode == 1 and not stale.exists()
     assert trusted.stderr.startswith(f"bxctl: brokerd could not start boom: {boom}")
