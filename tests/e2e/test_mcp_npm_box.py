@@ -1,9 +1,8 @@
 """MCP servers as their READMEs configure them, through the whole box (issue 27): `bxctl mcp
-add fs -- npx -y @modelcontextprotocol/server-filesystem DIR` before `bxctl up`; `bxctl mcp
-trust fs` right after `up` waits for brokerd's listing; the model reads a file through it; a
-server that cannot start shows its own error in `bxctl status` and `bxctl mcp list`.
-
-Skipped only where npm is not installed (install.sh installs it)."""
+add fs -- npx -y @modelcontextprotocol/server-filesystem DIR` before `bxctl up`, and the model
+reads a file through it (skipped only where npm is not installed: install.sh installs it);
+`bxctl mcp trust` right after `up` waits for a server slow to list, saying so; a server that
+cannot start shows its own error in `bxctl status` and `bxctl mcp list`."""
 
 from __future__ import annotations
 
@@ -21,9 +20,9 @@ from tests.support.brokerd import args
 from tests.support.cli import bxctl
 from tests.support.daemons import tool_owned
 from tests.support.e2e import UpBox, box_up, decisions
-from tests.support.mcp import entry, grant, reachable
+from tests.support.mcp import entry, fake, grant, reachable
 
-pytestmark = pytest.mark.skipif(shutil.which("npm") is None, reason="npm is not installed")
+NPM = shutil.which("npm") is not None
 
 FS = "@modelcontextprotocol/server-filesystem"
 READ = "mcp__fs__read_text_file"
@@ -40,10 +39,12 @@ def with_servers(home: Path) -> None:
     (folder / "todo.md").write_text("water the plants\n")
     reachable(folder)
     tool_owned(folder)
-    added = bxctl(home, "mcp", "add", "fs", "--", "npx", "-y", FS, str(folder), timeout=300)
-    assert added.returncode == 0, added.stderr
+    if NPM:
+        added = bxctl(home, "mcp", "add", "fs", "--", "npx", "-y", FS, str(folder), timeout=300)
+        assert added.returncode == 0, added.stderr
     with (home / "config.toml").open("a") as config:
         config.write("\n" + entry("boom", [sys.executable, "-c", BOOM]))
+        config.write(fake("sleepy", "slow-start", start_s=30))
     grant(home, "fs-read", READ, kind="source", class_="private")
 
 
@@ -53,9 +54,17 @@ def box() -> Iterator[UpBox]:
         yield box
 
 
-def test_trust_right_after_up_waits_for_the_listing_and_the_model_reads_through_it(
-    box: UpBox,
-) -> None:
+def test_trust_right_after_up_waits_for_a_server_slow_to_list(box: UpBox) -> None:
+    trusted = box.bxctl("mcp", "trust", "sleepy", "--yes")  # it lists 8 s after its start
+    assert trusted.returncode == 0, trusted.stderr
+    assert trusted.stderr.startswith(
+        "waiting for brokerd to list the tools of sleepy (at most 50 s)…\n"
+    )
+    assert "pinned 2 tools of sleepy in " in trusted.stdout
+
+
+@pytest.mark.skipif(not NPM, reason="npm is not installed")
+def test_an_npm_server_added_as_its_readme_says_is_read_through(box: UpBox) -> None:
     trusted = box.bxctl("mcp", "trust", "fs", "--yes")  # no wait before: `trust` waits itself
     assert trusted.returncode == 0, trusted.stderr
     assert "pinned 14 tools of fs in " in trusted.stdout
