@@ -2,7 +2,8 @@
 add fs -- npx -y @modelcontextprotocol/server-filesystem DIR` before `bxctl up`, and the model
 reads a file through it (skipped only where npm is not installed: install.sh installs it);
 `bxctl mcp trust` right after `up` waits for a server slow to list, saying so; a server that
-cannot start shows its own error in `bxctl status` and `bxctl mcp list`."""
+cannot start shows its own error in `bxctl status` and `bxctl mcp list`, and a path it cannot
+use a warning."""
 
 from __future__ import annotations
 
@@ -43,7 +44,8 @@ def with_servers(home: Path) -> None:
         added = bxctl(home, "mcp", "add", "fs", "--", "npx", "-y", FS, str(folder), timeout=300)
         assert added.returncode == 0, added.stderr
     with (home / "config.toml").open("a") as config:
-        config.write("\n" + entry("boom", [sys.executable, "-c", BOOM]))
+        missing = [str(home.parent / "missing")]
+        config.write("\n" + entry("boom", [sys.executable, "-c", BOOM], ro_paths=missing))
         config.write(fake("sleepy", "slow-start", start_s=30))
     grant(home, "fs-read", READ, kind="source", class_="private")
 
@@ -95,5 +97,8 @@ def test_a_server_that_cannot_start_shows_its_own_error(box: UpBox) -> None:
     listed = box.bxctl("mcp", "list")
     assert f"MCP server boom: {problem}" in status.stdout
     assert f"boom: {problem}" in " ".join(listed.stdout.split())
+    warned = f"boom ro_paths: {box.home.parent / 'missing'} does not exist: nothing is bound there"
+    assert f"MCP server {warned}" in status.stdout
+    assert warned in " ".join(listed.stdout.split())
     assert "Connection closed" not in status.stdout + listed.stdout
     assert all(len(line) <= 100 for line in listed.stdout.splitlines())
