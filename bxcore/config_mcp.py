@@ -115,8 +115,10 @@ MCP_KEYS: tuple[Key, ...] = (
     Key("mcp", "name", Kind.STRING, REQUIRED, Check("1 to 24 of a-z 0-9 -, unique", _name),
         "The server's name: its tools are offered as mcp__NAME__TOOL. Required."),
     Key("mcp", "command", Kind.LIST, REQUIRED,
-        Check("argv: the program (absolute, or a name on PATH) and its arguments", _command),
-        "The server's command line; it speaks MCP on standard input and output. Required."),
+        Check("argv: the program (absolute, or a name on PATH or in the box's own venv) and "
+              "its arguments; not npx", _command),
+        "The server's command line; it speaks MCP on standard input and output. Required. "
+        "`bxctl mcp add` writes it from a README's (docs/mcp.md)."),
     Key("mcp", "env", Kind.TABLE, MappingProxyType({}),
         Check("variable = text; not PATH, HOME or LANG, which brokerd sets", _env),
         "Exactly the environment the server gets, besides PATH, HOME and LANG."),
