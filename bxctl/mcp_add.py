@@ -72,21 +72,30 @@ def _env(pairs: list[str]) -> dict[str, str]:
 
 def add(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="The server's name: a-z 0-9 -, 1 to 24.")],
+    name: Annotated[
+        str, typer.Argument(metavar="NAME", help="The server's name: a-z 0-9 -, 1 to 24.")
+    ],
     command: Annotated[
-        list[str], typer.Argument(help="After --: its command line, as its README gives it.")
+        list[str],
+        typer.Argument(
+            metavar="COMMAND", help="After --: its command line, as its README gives it."
+        ),
     ],
     path: Annotated[
-        list[str] | None, typer.Option("--path", help="Bind this read-write (repeatable).")
+        list[str] | None,
+        typer.Option("--path", metavar="PATH", help="Bind this read-write (repeatable)."),
     ] = None,
     ro_path: Annotated[
-        list[str] | None, typer.Option("--ro-path", help="Bind this read-only (repeatable).")
+        list[str] | None,
+        typer.Option("--ro-path", metavar="PATH", help="Bind this read-only (repeatable)."),
     ] = None,
     host: Annotated[
-        list[str] | None, typer.Option("--host", help="A host it may reach on 443 (repeatable).")
+        list[str] | None,
+        typer.Option("--host", metavar="HOST", help="A host it may reach on 443 (repeatable)."),
     ] = None,
     env: Annotated[
-        list[str] | None, typer.Option("--env", help="NAME=VALUE in its environment.")
+        list[str] | None,
+        typer.Option("--env", metavar="NAME=VALUE", help="In its environment (repeatable)."),
     ] = None,
 ) -> None:
     """Add an MCP server as its README runs it (`npx -y PACKAGE ARGS` is installed once)."""
