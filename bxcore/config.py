@@ -50,6 +50,7 @@ class LoopConfig:
     max_depth: int = default("loop", "max_depth")
     max_calls_per_reply: int = default("loop", "max_calls_per_reply")
     max_tokens_per_day: int = default("loop", "max_tokens_per_day")
+    context_chars: int = default("loop", "context_chars")
     system_prompt: str = default("loop", "system_prompt")
     subagent_prompt: str = default("loop", "subagent_prompt")
 

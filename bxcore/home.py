@@ -227,6 +227,12 @@ class Home:
         """The console's owner token (§12.1): kept across restarts, beside the keys."""
         return self.keys / "console.token"
 
+    @property
+    def console_logins(self) -> Path:
+        """The console's logins (digests of cookies and keys, §12.1): gatewayd's, kept across
+        its restarts, gone with the run folder."""
+        return self.run / "console-logins.json"
+
     def socket_path(self, name: str) -> Path:
         """Every name in `SOCKETS` fits in 107 bytes; a longer name may not, and is refused."""
         path = self.run_dir / f"{_name('socket', name)}.sock"

@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, NoReturn, TextIO
+from typing import NoReturn, TextIO
 
 from bxcore import wire
 from bxcore.clock import now_ms
@@ -28,14 +28,11 @@ from bxcore.messages import (
     ApprovalInfo,
     ApprovalRequested,
     Cancel,
-    Cancelled,
     EndReason,
     Error,
     ErrorCode,
-    Events,
     EventsQuery,
     OwnerMessage,
-    PendingList,
     PendingQuery,
     Ping,
     ToolDone,
@@ -60,7 +57,6 @@ from bxctl.owner_view import (
 WAIT_MS = 5_000  # one long poll; sub-agents' approvals show within it
 CHECK_S = 1.0  # while the owner thinks, whether the approval is still pending
 PATIENCE_S = 30.0  # how long gatewayd may say loopd or brokerd is unavailable mid-turn
-CANCEL_S = 25.0  # gatewayd waits for loopd to end the turn, then denies its approvals
 OUTPUT_COMMAND = "/output"
 HELP_COMMAND = "/help"
 CONSOLE_HINT = f"{OUTPUT_COMMAND} shows it"
@@ -117,7 +113,7 @@ class Chat:
     def send(self, text: str) -> int:
         """Hand the owner's message to the agent; the turn it runs as."""
         message = OwnerMessage(request_id("chat"), self.session, text)
-        answer = self.link.request(message, timeout_s=10.0)  # gatewayd answers a retry once
+        answer = self.link.ask(message)
         if isinstance(answer, Accepted):
             self.cursor = max(self.cursor, answer.seq - 1)  # older history is not this turn's
             return answer.turn
@@ -128,13 +124,13 @@ class Chat:
         patience: float | None = None  # while loopd or brokerd restarts, keep asking a while
         while True:
             query = EventsQuery(request_id("chat"), self.session, self.cursor, WAIT_MS)
-            answer = self.link.request(query, timeout_s=WAIT_MS / 1000 + 5.0)
+            answer = self.link.ask(query)
             if isinstance(answer, Error) and answer.code is ErrorCode.UNAVAILABLE:
                 patience = patience or time.monotonic() + PATIENCE_S
                 if time.monotonic() < patience:
                     time.sleep(1.0)
                     continue
-            if not isinstance(answer, Events):
+            if isinstance(answer, Error):
                 _refused(answer)
             patience = None
             ended: EndReason | None = None
@@ -172,16 +168,13 @@ class Chat:
         """Ask gatewayd to stop the session's running turn (Ctrl-C), and say what became of
         it; the turn's end comes as its last event."""
         self.say("", "stopping the turn… (Ctrl-C again leaves)")
-        answer = self.link.request(Cancel(request_id("chat"), self.session), timeout_s=CANCEL_S)
-        if isinstance(answer, Cancelled):
-            if answer.turn is None:
-                self.say("no turn was running")
-            else:
-                self.say(f"turn {answer.turn} stopped; its pending approvals are denied")
-        elif isinstance(answer, Error):
+        answer = self.link.ask(Cancel(request_id("chat"), self.session))
+        if isinstance(answer, Error):
             self.say(f"could not stop the turn: {visible(answer.message)} ({answer.code})")
+        elif answer.turn is None:
+            self.say("no turn was running")
         else:
-            self.say(f"could not stop the turn: gatewayd answered {type(answer).__name__}")
+            self.say(f"turn {answer.turn} stopped; its pending approvals are denied")
 
     # --- approvals ---------------------------------------------------------------------------
 
@@ -213,7 +206,7 @@ class Chat:
             request = VerdictRequest(
                 request_id("chat"), info.approval, verdict.approve, verdict.scope, self.by
             )
-            answer = self.link.request(request, timeout_s=20.0)  # gatewayd answers a retry once
+            answer = self.link.ask(request)
             self.say(verdict_line(info.approval, answer)[0])
             if isinstance(answer, Error) and answer.code is ErrorCode.UNAVAILABLE:
                 self._shown.discard(info.approval)  # not settled: ask again at the next poll
@@ -231,10 +224,10 @@ class Chat:
 
     def _still_pending(self, approval: str) -> bool:
         try:
-            answer = self.link.request(PendingQuery(request_id("chat")), timeout_s=5.0, tries=1)
+            answer = self.link.ask(PendingQuery(request_id("chat")))
         except CommandError:  # gatewayd did not answer: the owner's answer may still count
             return True
-        if not isinstance(answer, PendingList):
+        if isinstance(answer, Error):
             return True  # cannot tell: keep asking
         return any(info.approval == approval for info in answer.approvals)
 
@@ -243,7 +236,7 @@ class Chat:
     def console(self) -> None:
         """Each line a message, each turn followed to its end (Ctrl-C stops it); end of input,
         or Ctrl-C at the prompt, leaves."""
-        self.link.request(Ping(request_id("chat")), timeout_s=3.0, tries=2)  # is it up?
+        self.link.ask(Ping(request_id("chat")))  # is it up?
         self.hint = CONSOLE_HINT
         if self.keyboard is not None:
             self.say(
@@ -292,7 +285,5 @@ def _elsewhere(approval: str) -> str:
     )
 
 
-def _refused(answer: Any) -> NoReturn:
-    if isinstance(answer, Error):
-        fail(f"gatewayd: {visible(answer.message)} ({answer.code})")
-    fail(f"gatewayd answered {type(answer).__name__}")
+def _refused(answer: Error) -> NoReturn:
+    fail(f"gatewayd: {visible(answer.message)} ({answer.code})")

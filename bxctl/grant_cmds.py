@@ -20,14 +20,14 @@ from bxctl.safety import grant_warnings
 from services.brokerd.core import grant_check
 from services.brokerd.core.grant_check import CheckedGrants, denies_said
 from services.brokerd.core.grants import KINDS_SAID, RESULTS_SAID, Grant, InvalidGrant, takes_write
-from services.brokerd.grant_files import (
+from services.brokerd.face import (
     GrantFields,
     GrantRefused,
     add_grant,
     parse_match,
+    read_folder,
     remove_grant,
 )
-from services.brokerd.grants_folder import read_folder
 
 app = typer.Typer(help="The owner's grants: what the agent may do.", no_args_is_help=True)
 

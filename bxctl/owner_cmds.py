@@ -24,7 +24,7 @@ from bxcore.ids import valid_session
 from bxcore.messages import (
     ApprovalRequested,
     EndReason,
-    PendingList,
+    Error,
     PendingQuery,
     Scope,
     VerdictRequest,
@@ -119,9 +119,9 @@ def _interrupted(console: bool, stops: bool) -> str:
 def pending(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """The approvals waiting for the owner, oldest first, each with every argument in full."""
     with OwnerLink(ctx.obj.home, "admin") as link:
-        answer = link.request(PendingQuery(request_id("bxctl-pending")), timeout_s=5.0)
-    if not isinstance(answer, PendingList):
-        fail(f"brokerd answered {type(answer).__name__}: {visible(str(answer))}")
+        answer = link.ask(PendingQuery(request_id("bxctl-pending")))
+    if isinstance(answer, Error):
+        fail(f"brokerd: {visible(answer.message)} ({answer.code})")
     if as_json:
         print_json([_approval_json(info) for info in answer.approvals])
         return
@@ -163,8 +163,7 @@ def _verdict(ctx: typer.Context, approval: str, approve: bool, scope: Scope) -> 
         request_id("bxctl-verdict"), approval, approve, scope, f"bxctl ({_user()})"
     )
     with OwnerLink(ctx.obj.home, "admin") as link:
-        # Not retried: brokerd would answer a repeat `already settled`, hiding our own verdict.
-        answer = link.request(verdict, timeout_s=15.0, tries=1)
+        answer = link.ask(verdict)
     line, ok = verdict_line(approval, answer)
     if not ok:
         fail(line)

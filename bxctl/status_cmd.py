@@ -18,10 +18,18 @@ import typer
 
 from bxcore import disk, mcp_state
 from bxcore.config import ConfigError, load_config
+from bxcore.console_link import console_served
 from bxcore.home import Home
 from bxcore.messages import ServiceState, SupervisorReport
 from bxctl import mcp_cmds, tokens_view
-from bxctl.box_view import UNSANDBOXED, measure, service_json, show_warnings, status_table
+from bxctl.box_view import (
+    UNSANDBOXED,
+    measure,
+    service_json,
+    show_moved,
+    show_warnings,
+    status_table,
+)
 from bxctl.console_cmd import console_hint
 from bxctl.ledger_link import ask_ledger
 from bxctl.ledger_view import LedgerView, disk_json, disk_lines, ledger_view
@@ -29,7 +37,7 @@ from bxctl.output import print_json, say
 from bxctl.safety import box_warnings, sandbox_report
 from bxctl.supervisor_link import running, status_report
 from services.brokerd.core.records import parse_line
-from services.brokerd.ledger_scan import lines_backwards
+from services.brokerd.face import lines_backwards
 
 
 def status(
@@ -58,6 +66,7 @@ def status(
     disks = home_disks(home)
     mcp = mcp_cmds.server_rows(home) if _has_mcp(home) else []
     tokens = tokens_view.today(home, report.services)
+    served = console_served(home, report.services)
     if as_json:
         print_json(
             {
@@ -67,7 +76,7 @@ def status(
                 "sandbox": report.sandbox,
                 "unsandboxed": unsandboxed,
                 "tools": sandbox_report(home),
-                "console": report.console,
+                "console": None if served is None else served.address,
                 "services": services,
                 "ledger": None if ledger is None else ledger.json(),
                 "disks": disk_json(disks),
@@ -96,8 +105,9 @@ def status(
                 say(f"MCP server {row['name']}: {row['problem']}", style="red")
             for warning in row["warnings"]:
                 say(f"MCP server {row['name']} {warning}", style="yellow")
-        if report.console:
-            say(f"console: {console_hint(report.console)}")
+        if served is not None:
+            show_moved(served)
+            say(console_hint(served))
         show_warnings(warnings)
     if any(info.state is not ServiceState.RUNNING for info in report.services):
         raise typer.Exit(3)

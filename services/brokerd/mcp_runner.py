@@ -248,7 +248,7 @@ class McpRunner:
                 await found.ended.wait()
             assert self._tasks is not None, "serve() runs the processes"
             now = self.clock()
-            instance = Instance(self.servers[name], key, now, now)
+            instance = Instance(self.servers[name], key, now)
             try:
                 await self._tasks.start(self._run_instance, instance)
             except Exception as error:  # any failure to start is StartFailed

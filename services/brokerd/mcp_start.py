@@ -102,7 +102,6 @@ class Instance:
 
     server: McpServer
     key: str
-    started_at: float
     used_at: float
     listing: dict[str, ToolDef] = field(default_factory=dict)
     outputs: dict[str, str] = field(default_factory=dict)  # canonical outputSchema by tool

@@ -27,8 +27,13 @@ const ENDINGS = {
   budget: "turn ended: its token budget is spent",
 };
 
+// At phone width the list shows the newest few sessions (and the chosen one), then "Show all
+// N sessions": never a box of its own that scrolls inside the page (console.css).
+const NEWEST_SHOWN = 5;
+
 const state = {
   sessions: [],
+  all: false, // "Show all" pressed
   current: sessionStorage.getItem("bx-session"),
   last: 0,
   busy: false,
@@ -55,8 +60,18 @@ export function init() {
 
 export async function refresh() {
   await loadSessions();
-  if (state.current) await choose(state.current, { quiet: true });
+  // A page that has chosen nothing yet shows the turn that runs, if one does (the newest), and
+  // never while the owner is writing a first message (it would go to that session).
+  const running = state.current || $("#message").value.trim() ? null : runningSession();
+  if (running) await choose(running, { quiet: true });
+  else if (state.current) await choose(state.current, { quiet: true });
   else showNone();
+}
+
+// The newest session whose turn runs now, a top-level one before a sub-agent; else null.
+function runningSession() {
+  const busy = state.sessions.filter((s) => s.busy);
+  return (busy.find((s) => !s.parent) || busy[0])?.session ?? null;
 }
 
 // A session named by a link (a job's run in the Jobs view): the list read, then that session.
@@ -93,8 +108,20 @@ function renderSessions() {
   if (state.current && !known.has(state.current)) {
     list.append(sessionItem({ session: state.current, turns: 0, busy: false, label: null }, []));
   }
-  for (const session of children.get(null) || []) {
-    list.append(sessionItem(session, children.get(session.session) || [], children));
+  const tops = children.get(null) || [];
+  tops.forEach((session, index) => {
+    const item = sessionItem(session, children.get(session.session) || [], children);
+    if (index >= NEWEST_SHOWN && session.session !== state.current) item.classList.add("older");
+    list.append(item);
+  });
+  list.classList.toggle("all", state.all);
+  if (list.querySelector(":scope > .older")) {
+    const showAll = () => {
+      state.all = true;
+      list.classList.add("all");
+      list.querySelector(":scope > .older button")?.focus();
+    };
+    list.append(el("li", { class: "show-all" }, el("button", { type: "button", onclick: showAll }, `Show all ${tops.length} sessions`)));
   }
   if (!list.children.length) {
     list.append(el("li", { class: "quiet" }, "No sessions yet. Write below to start one."));

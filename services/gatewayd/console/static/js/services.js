@@ -3,7 +3,7 @@
 // MCP servers (§18.3) with their tools pinned, changed and new, a changed server flagged.
 
 import { get, post } from "./api.js";
-import { $, append, bytes, clear, el, say, span } from "./dom.js";
+import { $, append, bytes, clear, el, labelCells, say, span } from "./dom.js";
 
 export function init() {
   $("#log-service").addEventListener("change", logs);
@@ -53,6 +53,7 @@ async function status() {
           el("td", {}, el("button", { type: "button", "aria-label": `Restart ${service.name}`, onclick: () => restart(service.name) }, "Restart"))),
       );
     }
+    labelCells($("#services-table"));
     mcpServers(data.mcp || []);
     say($("#services-problem"), "");
   } catch (error) {
@@ -95,6 +96,7 @@ function mcpServers(servers) {
       );
     }
   }
+  labelCells($("#mcp-table"));
 }
 
 async function restart(name) {
