@@ -26,7 +26,7 @@ SANDBOX_OWN = ("/proc", "/dev")
 REQUIRED = None  # the default of a key every entry must give
 #: Programs that fetch the server from a registry at each start, which its sandbox (no
 #: network) cannot do: `bxctl mcp add` installs the package once instead.
-FETCHERS = ("npx",)
+FETCHERS = ("npx", "uvx")
 START_S = 10.0  # initialize and tools/list must answer within this (§18.2), by default
 
 
@@ -116,7 +116,7 @@ MCP_KEYS: tuple[Key, ...] = (
         "The server's name: its tools are offered as mcp__NAME__TOOL. Required."),
     Key("mcp", "command", Kind.LIST, REQUIRED,
         Check("argv: the program (absolute, or a name on PATH or in the box's own venv) and "
-              "its arguments; not npx", _command),
+              "its arguments; not npx or uvx", _command),
         "The server's command line; it speaks MCP on standard input and output. Required. "
         "`bxctl mcp add` writes it from a README's (docs/mcp.md)."),
     Key("mcp", "env", Kind.TABLE, MappingProxyType({}),

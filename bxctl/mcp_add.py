@@ -4,7 +4,9 @@ config.toml once it reads as brokerd will read it.
 
 An `npx -y PACKAGE ARGS...` command is installed first (`mcp_npm`: outside the sandbox, no
 package script run) and the entry runs the package's bin with node, its `node_modules` bound
-read-only; any other program is written as the absolute path brokerd would find. Arguments
+read-only; `uvx PACKAGE ARGS...` is installed into a virtual environment of its own
+(`mcp_pypi`: wheels only) whose program the entry runs; any other program is written as the
+absolute path brokerd would find. Arguments
 that are absolute paths of existing files or folders are the server's to use: bound
 read-write (`paths`) unless given as `--ro-path`. `render_entry` is pure.
 """
@@ -23,7 +25,7 @@ from bxcore.config import ConfigError, load_config, parse_config, toml_value
 from bxcore.config_mcp import valid_server_name
 from bxcore.home import Home
 from bxcore.mcp_host import not_found, resolve_program
-from bxctl import mcp_npm
+from bxctl import mcp_npm, mcp_pypi
 from bxctl.output import fail, say
 
 
@@ -143,6 +145,8 @@ def _command(
     where it came from."""
     if not command:
         fail("give the server's command after --, e.g. `-- npx -y @modelcontextprotocol/...`")
+    if mcp_pypi.is_uvx(command):
+        return _uvx(home, name, command)
     if not mcp_npm.is_npx(command):
         program = resolve_program(command[0], os.environ.get("PATH"))
         if program is None:
@@ -169,3 +173,25 @@ def _command(
     said = f"{npx.package} {version}" if isinstance(version, str) else npx.package
     note = f"{said}, installed by `bxctl mcp add {name} -- {shlex.join(command)}`"
     return [node, str(script), *npx.args], npx.args, [str(folder / "node_modules")], note
+
+
+def _uvx(
+    home: Home, name: str, command: list[str]
+) -> tuple[list[str], tuple[str, ...], list[str], str]:
+    """`uvx PACKAGE ARGS`: the package installed into a virtual environment of its own, whose
+    program the entry runs (brokerd binds an environment read-only by itself)."""
+    try:
+        uvx = mcp_pypi.uvx_command(command)
+        folder = home.mcp_venv(name)
+        home.mcp.mkdir(mode=0o700, parents=True, exist_ok=True)
+        say(f"installing {uvx.requirement} with pip into {folder}…")
+        program = mcp_pypi.install(folder, uvx.requirement) / uvx.program
+    except mcp_pypi.PypiError as error:
+        fail(str(error))
+    if not program.is_file():
+        fail(
+            f"{uvx.requirement} has no program {uvx.program!r}: name it, "
+            "`uvx --from PACKAGE PROGRAM ARGS`"
+        )
+    note = f"{uvx.requirement}, installed by `bxctl mcp add {name} -- {shlex.join(command)}`"
+    return [str(program), *uvx.args], uvx.args, [], note

@@ -100,8 +100,8 @@ def test_the_listing_limit_is_ten_seconds_unless_start_s_says_otherwise() -> Non
     assert (default.start_s, slow.start_s) == (10.0, 45.0)
 
 
-@pytest.mark.parametrize("npx", ["npx", "/usr/bin/npx"])
-def test_an_npx_command_is_one_line_saying_what_to_run_instead(npx: str) -> None:
+@pytest.mark.parametrize("npx", ["npx", "/usr/bin/npx", "uvx"])
+def test_an_npx_or_uvx_command_is_one_line_saying_what_to_run_instead(npx: str) -> None:
     text = (
         f'[[mcp]]\nname = "fs"\ncommand = ["{npx}", "-y", '
         '"@modelcontextprotocol/server-filesystem", "/home/me/my notes"]\n'
@@ -114,3 +114,4 @@ def test_an_npx_command_is_one_line_saying_what_to_run_instead(npx: str) -> None
     assert "its sandbox has no network" in said
     added = "bxctl mcp add fs -- npx -y @modelcontextprotocol/server-filesystem '/home/me/my notes'"
     assert f"`{added}`" in said.replace(npx, "npx")
+    assert f"command: {npx.rsplit('/', 1)[-1]} fetches the server at each start" in said
