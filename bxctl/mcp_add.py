@@ -6,9 +6,9 @@ An `npx -y PACKAGE ARGS...` command is installed first (`mcp_npm`: outside the s
 package script run) and the entry runs the package's bin with node, its `node_modules` bound
 read-only; `uvx PACKAGE ARGS...` is installed into a virtual environment of its own
 (`mcp_pypi`: wheels only) whose program the entry runs; any other program is written as the
-absolute path brokerd would find. Arguments
-that are absolute paths of existing files or folders are the server's to use: bound
-read-write (`paths`) unless given as `--ro-path`. `render_entry` is pure.
+absolute path brokerd would find. Arguments that are absolute paths of existing files or
+folders are the server's to use: bound read-write (`paths`) unless given as `--ro-path`.
+`render_entry` is pure.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def add(
         typer.Option("--env", metavar="NAME=VALUE", help="In its environment (repeatable)."),
     ] = None,
 ) -> None:
-    """Add an MCP server as its README runs it (`npx -y PACKAGE ARGS` is installed once)."""
+    """Add an MCP server as its README runs it (`npx` and `uvx` packages are installed once)."""
     home: Home = ctx.obj.home
     if not valid_server_name(name):
         fail(f"{name!r}: a server's name is 1 to 24 of a-z 0-9 -")
