@@ -26,6 +26,7 @@ from bxcore.config_mcp import valid_server_name
 from bxcore.home import Home
 from bxcore.mcp_host import not_found, resolve_program
 from bxctl import mcp_npm, mcp_pypi
+from bxctl.mcp_install import InstallError
 from bxctl.output import fail, say
 
 
@@ -165,7 +166,7 @@ def _command(
         say(f"installing {npx.spec} with npm into {folder}…")
         manifest = mcp_npm.install(npm, folder, npx.spec)
         script = folder / "node_modules" / npx.package / mcp_npm.bin_of(manifest, npx.package)
-    except mcp_npm.NpmError as error:
+    except InstallError as error:
         fail(str(error))
     if not script.is_file():
         fail(f"{npx.package}'s program {script} was not installed")
@@ -186,7 +187,7 @@ def _uvx(
         home.mcp.mkdir(mode=0o700, parents=True, exist_ok=True)
         say(f"installing {uvx.requirement} with pip into {folder}…")
         program = mcp_pypi.install(folder, uvx.requirement) / uvx.program
-    except mcp_pypi.PypiError as error:
+    except InstallError as error:
         fail(str(error))
     if not program.is_file():
         fail(

@@ -12,20 +12,17 @@ import json
 import os
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-INSTALL_S = 600.0
+from bxctl import mcp_install
+from bxctl.mcp_install import InstallError
+
 #: npm's names: an optional @scope/, then a name; an optional @version or tag after it.
 _PACKAGE = re.compile(r"(@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]*")
 _VERSION = re.compile(r"[A-Za-z0-9.^~<>=*+|_ -]{1,64}")
 _YES = ("-y", "--yes", "-q", "--quiet")
-
-
-class NpmError(Exception):
-    """What cannot be installed, or how npm failed: one line for the owner."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,9 +56,11 @@ def npx_command(argv: list[str]) -> NpxCommand:
         elif option in ("-p", "--package") and rest:
             spec = rest.pop(0)
         else:
-            raise NpmError(f"npx option {option!r} is not understood here; write -y PACKAGE ARGS")
+            raise InstallError(
+                f"npx option {option!r} is not understood here; write -y PACKAGE ARGS"
+            )
     if not rest:
-        raise NpmError("npx is given no package: write `npx -y PACKAGE ARGS...`")
+        raise InstallError("npx is given no package: write `npx -y PACKAGE ARGS...`")
     if spec is None:
         spec = rest.pop(0)
     else:
@@ -71,14 +70,14 @@ def npx_command(argv: list[str]) -> NpxCommand:
 
 
 def package_name(spec: str) -> str:
-    """The package of `PACKAGE[@VERSION]`; a path, URL or git source is refused (`NpmError`):
+    """The package of `PACKAGE[@VERSION]`; a path, URL or git source is refused (`InstallError`):
     only packages from the registry npm is configured with."""
     at = spec.find("@", 1)
     name, version = (spec, None) if at < 0 else (spec[:at], spec[at + 1 :])
     if _PACKAGE.fullmatch(name) is None or len(name) > 214:
-        raise NpmError(f"{spec!r} is not an npm package name (such as @scope/server-x@1.2.3)")
+        raise InstallError(f"{spec!r} is not an npm package name (such as @scope/server-x@1.2.3)")
     if version is not None and _VERSION.fullmatch(version) is None:
-        raise NpmError(f"{spec!r}: {version!r} is not a version, range or tag")
+        raise InstallError(f"{spec!r}: {version!r} is not a version, range or tag")
     return name
 
 
@@ -90,25 +89,25 @@ def bin_of(manifest: dict[str, Any], package: str) -> str:
     if isinstance(bins, str):
         bins = {short: bins}
     if not isinstance(bins, dict) or not bins:
-        raise NpmError(f"{package} has no program to run (no `bin` in its package.json)")
+        raise InstallError(f"{package} has no program to run (no `bin` in its package.json)")
     if len(bins) == 1:
         chosen = next(iter(bins.values()))
     elif short in bins:
         chosen = bins[short]
     else:
-        raise NpmError(f"{package} has several programs ({', '.join(sorted(bins))}): name one")
+        raise InstallError(f"{package} has several programs ({', '.join(sorted(bins))}): name one")
     relative = os.path.normpath(chosen) if isinstance(chosen, str) else "/"
     if relative.startswith(("/", "..")):
-        raise NpmError(f"{package}: its bin {chosen!r} is not a file of the package")
+        raise InstallError(f"{package}: its bin {chosen!r} is not a file of the package")
     return relative
 
 
 def programs() -> tuple[str, str]:
-    """The machine's node and npm (Debian's `nodejs` and `npm`), or `NpmError`."""
+    """The machine's node and npm (Debian's `nodejs` and `npm`), or `InstallError`."""
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
         missing = " and ".join(n for n, p in (("node", node), ("npm", npm)) if p is None)
-        raise NpmError(f"{missing} not found: install them (`apt install nodejs npm`)")
+        raise InstallError(f"{missing} not found: install them (`apt install nodejs npm`)")
     return os.path.realpath(node), npm
 
 
@@ -118,20 +117,12 @@ def install(npm: str, folder: Path, spec: str) -> dict[str, Any]:
     folder.mkdir(mode=0o755, parents=True, exist_ok=True)
     argv = [npm, "install", "--prefix", str(folder), "--ignore-scripts", "--omit=dev"]
     argv += ["--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error", spec]
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=INSTALL_S)
-    except subprocess.TimeoutExpired:
-        raise NpmError(f"npm install {spec} took over {INSTALL_S:g} s") from None
-    except OSError as error:
-        raise NpmError(f"{npm} cannot run: {error.strerror or error}") from None
-    if done.returncode != 0:
-        said = [line.strip() for line in done.stderr.splitlines() if line.strip()]
-        raise NpmError(f"npm install {spec} failed: {' | '.join(said[-3:]) or done.returncode}")
+    mcp_install.run(f"npm install {spec}", argv)
     manifest = folder / "node_modules" / package_name(spec) / "package.json"
     try:
         found = json.loads(manifest.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
-        raise NpmError(f"{manifest} cannot be read after npm install: {error}") from None
+        raise InstallError(f"{manifest} cannot be read after npm install: {error}") from None
     if not isinstance(found, dict):
-        raise NpmError(f"{manifest} is not a JSON object")
+        raise InstallError(f"{manifest} is not a JSON object")
     return found

@@ -10,22 +10,19 @@ the package runs outside its sandbox, not even a build at its install).
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-INSTALL_S = 600.0
+from bxctl import mcp_install
+from bxctl.mcp_install import InstallError
+
 #: PEP 508's names, and the exact versions and ranges this takes (`==1.2`, `>=1,<2`).
 _NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?")
 _EXTRAS = re.compile(r"\[[A-Za-z0-9._-]+(,[A-Za-z0-9._-]+)*\]")
 _SPECIFIER = re.compile(
     r"(===?|!=|~=|<=?|>=?)[A-Za-z0-9.*+!-]+(,(===?|!=|~=|<=?|>=?)[A-Za-z0-9.*+!-]+)*"
 )
-
-
-class PypiError(Exception):
-    """What cannot be installed, or how pip failed: one line for the owner."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,9 +53,9 @@ def uvx_command(argv: list[str]) -> UvxCommand:
         elif option == "--from" and rest:
             given = rest.pop(0)
         else:
-            raise PypiError(f"uvx option {option!r} is not understood here; write PACKAGE ARGS")
+            raise InstallError(f"uvx option {option!r} is not understood here; write PACKAGE ARGS")
     if not rest:
-        raise PypiError("uvx is given no package: write `uvx PACKAGE ARGS...`")
+        raise InstallError("uvx is given no package: write `uvx PACKAGE ARGS...`")
     first = rest.pop(0)
     if given is None:
         name, at, version = first.partition("@")
@@ -68,7 +65,7 @@ def uvx_command(argv: list[str]) -> UvxCommand:
         requirement, program = given, first
     _check(requirement)
     if _NAME.fullmatch(program) is None:
-        raise PypiError(f"{program!r} is not a program's name")
+        raise InstallError(f"{program!r} is not a program's name")
     return UvxCommand(requirement, program, tuple(rest))
 
 
@@ -80,7 +77,7 @@ def _check(requirement: str) -> None:
     if rest is not None and (extras := _EXTRAS.match(rest)):
         rest = rest[extras.end() :]
     if rest is None or (rest and _SPECIFIER.fullmatch(rest) is None):
-        raise PypiError(f"{requirement!r} is not a package from the index (such as name==1.2)")
+        raise InstallError(f"{requirement!r} is not a package from the index (such as name==1.2)")
 
 
 def install(folder: Path, requirement: str) -> Path:
@@ -94,13 +91,5 @@ def install(folder: Path, requirement: str) -> Path:
     pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     steps.append((f"pip install {requirement}", [*pip, "--only-binary", ":all:", requirement]))
     for what, argv in steps:
-        try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=INSTALL_S)
-        except subprocess.TimeoutExpired:
-            raise PypiError(f"{what} took over {INSTALL_S:g} s") from None
-        except OSError as error:
-            raise PypiError(f"{what} cannot run: {error.strerror or error}") from None
-        if done.returncode != 0:
-            said = [line.strip() for line in done.stderr.splitlines() if line.strip()]
-            raise PypiError(f"{what} failed: {' | '.join(said[-3:]) or done.returncode}")
+        mcp_install.run(what, argv)
     return folder / "bin"

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from bxctl.mcp_npm import NpmError, NpxCommand, bin_of, npx_command, package_name
+from bxctl.mcp_install import InstallError
+from bxctl.mcp_npm import NpxCommand, bin_of, npx_command, package_name
 
 FS = "@modelcontextprotocol/server-filesystem"
 
@@ -39,7 +40,7 @@ def test_the_package_and_the_servers_arguments_are_read(
     ],
 )
 def test_what_cannot_be_installed_is_one_line(argv: list[str], said: str) -> None:
-    with pytest.raises(NpmError) as caught:
+    with pytest.raises(InstallError) as caught:
         npx_command(argv)
     assert said in str(caught.value) and "\n" not in str(caught.value)
 
@@ -76,6 +77,6 @@ def test_the_file_npx_would_run_is_the_one_bin_or_the_one_named_as_the_package(
 def test_a_package_without_one_clear_program_is_refused(
     manifest: dict[str, object], said: str
 ) -> None:
-    with pytest.raises(NpmError) as caught:
+    with pytest.raises(InstallError) as caught:
         bin_of(manifest, FS)
     assert said in str(caught.value)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from bxctl.mcp_pypi import PypiError, UvxCommand, uvx_command
+from bxctl.mcp_install import InstallError
+from bxctl.mcp_pypi import UvxCommand, uvx_command
 
 GIT = UvxCommand("mcp-server-git", "mcp-server-git", ("--repository", "/r"))
 TIME = UvxCommand("mcp-server-time==2025.9.25", "mcp-server-time", ())
@@ -44,6 +45,6 @@ def test_the_requirement_program_and_arguments_are_read(
     ],
 )
 def test_what_cannot_be_installed_is_one_line(argv: list[str], said: str) -> None:
-    with pytest.raises(PypiError) as caught:
+    with pytest.raises(InstallError) as caught:
         uvx_command(argv)
     assert said in str(caught.value) and "\n" not in str(caught.value)
