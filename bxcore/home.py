@@ -167,8 +167,17 @@ class Home:
 
     @property
     def mcp(self) -> Path:
-        """`{home}/mcp/`: the owner's pins, one file a server (SPEC §18.3)."""
+        """`{home}/mcp/`: the owner's pins, one file a server (SPEC §18.3), and the npm and
+        Python servers `bxctl mcp add` installed (`mcp_npm`, `mcp_venv`)."""
         return self.root / "mcp"
+
+    def mcp_npm(self, server: str) -> Path:
+        """The folder npm installed server `server`'s package in (issue 27)."""
+        return self.mcp / "npm" / _name("server", server)
+
+    def mcp_venv(self, server: str) -> Path:
+        """The virtual environment pip installed server `server`'s package in (issue 27)."""
+        return self.mcp / "venv" / _name("server", server)
 
     def mcp_pins(self, server: str) -> Path:
         return self.mcp / f"{_name('server', server)}.pins.json"

@@ -9,6 +9,7 @@ for scripts); `--role TOOL.ARG=ROLE` sets a role instead of the proposed one.
 from __future__ import annotations
 
 import shlex
+import textwrap
 from typing import Annotated, Any
 
 import typer
@@ -18,11 +19,13 @@ from bxcore.config import ConfigError, load_config
 from bxcore.config_mcp import McpServer
 from bxcore.home import Home
 from bxcore.mcp_tools import ToolDef
-from bxctl import mcp_pins
+from bxctl import mcp_add, mcp_pins, mcp_wait
 from bxctl.output import fail, is_terminal, print_json, say, table
 from services.brokerd.core.grants import KINDS_SAID, RESULTS_SAID
 
 app = typer.Typer(help="MCP servers: their tools, and what the owner trusts.", no_args_is_help=True)
+
+app.command("add")(mcp_add.add)
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 
@@ -48,11 +51,11 @@ def _server(home: Home, name: str) -> McpServer:
 
 
 def _listed(home: Home, name: str) -> tuple[ToolDef, ...]:
-    """The tools brokerd last listed for the `[[mcp]]` entry `name`; one line and exit 1 when
-    there is no such entry or no listing yet."""
-    _server(home, name)
+    """The tools brokerd last listed for the `[[mcp]]` entry `name` (waited for while brokerd
+    starts it); one line and exit 1 when there is no such entry or no listing."""
+    server = _server(home, name)
     try:
-        return mcp_pins.listing(home, name)
+        return mcp_wait.listing(home, server, lambda line: typer.echo(line, err=True))
     except mcp_pins.NotListed as error:
         fail(str(error))
 
@@ -74,29 +77,44 @@ def list_(ctx: typer.Context, as_json: JsonOption = False) -> None:
     if not rows:
         say(f"no [[mcp]] entries in {home.config}; docs/mcp.md says how to add one")
         return
-    cells = []
-    for row in rows:
-        flag = "CHANGED: `bxctl mcp show " + row["name"] + "`" if row["flagged"] else ""
-        if not row["listed"]:
-            flag = "not listed yet"
-        cells.append(
-            [
-                row["name"],
-                str(row["running"]),
-                str(row["pinned"]),
-                ", ".join(row["changed"]) or "-",
-                ", ".join(row["new"]) or "-",
-                row["problem"] or flag or "ok",
-            ]
-        )
+    cells = [
+        [row["name"], row["running"], row["pinned"], len(row["changed"]), len(row["new"]),
+         mcp_state.short_state(row)]
+        for row in rows
+    ]  # fmt: skip
     table(["server", "running", "pinned", "changed", "new", "state"], cells)
+    for row in rows:
+        for note in _notes(row):
+            for line in textwrap.wrap(note, WIDTH, subsequent_indent="    "):
+                say(line)
     pinned = [(row["name"], tool, roles) for row in rows for tool, roles in row["roles"].items()]
     if pinned:
         say("")
         say("the roles pinned of each tool's arguments (`bxctl mcp show NAME` says what each is):")
     for server, tool, roles in pinned:
         said = ", ".join(f"{argument} {role}" for argument, role in roles.items()) or "none"
-        say(f"  {server}/{tool}: {said}")
+        for line in textwrap.wrap(f"  {server}/{tool}: {said}", WIDTH, subsequent_indent="    "):
+            say(line)
+
+
+WIDTH = 100  # `bxctl mcp list` fits it
+
+
+def _notes(row: dict[str, Any]) -> list[str]:
+    """What `mcp list` says below its table of one server: its problem, the tools to trust,
+    its paths' warnings."""
+    name = row["name"]
+    notes = [f"{name}: {row['problem']}"] if row["problem"] else []
+    if row["changed"]:
+        notes.append(f"{name}: changed since trusted: {', '.join(row['changed'])}")
+    if row["new"]:
+        notes.append(f"{name}: new: {', '.join(row['new'])}")
+    if row["flagged"]:
+        notes.append(
+            f"{name}: read them with `bxctl mcp show {name}`, then `bxctl mcp trust {name}`"
+        )
+    notes += [f"{name} {warning}" for warning in row["warnings"]]
+    return notes
 
 
 @app.command("show")

@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from bxcore import disk
+from bxcore import disk, mcp_state
 from bxcore.config import ConfigError, load_config
 from bxcore.console_link import console_served
 from bxcore.home import Home
@@ -98,15 +98,13 @@ def status(
             text, style = tokens_view.tokens_line(tokens)
             say(text, style=style)
         for row in mcp:
-            if row["flagged"]:
-                changed = ", ".join([*row["changed"], *row["new"]])
-                say(
-                    f"MCP server {row['name']}: tools changed or new since the owner trusted "
-                    f"them ({changed}): refused until `bxctl mcp trust {row['name']}`",
-                    style="red",
-                )
+            flagged = mcp_state.flag_line(row)
+            if flagged is not None:
+                say(flagged, style="red")
             elif row["problem"]:
                 say(f"MCP server {row['name']}: {row['problem']}", style="red")
+            for warning in row["warnings"]:
+                say(f"MCP server {row['name']} {warning}", style="yellow")
         if served is not None:
             show_moved(served)
             say(console_hint(served))

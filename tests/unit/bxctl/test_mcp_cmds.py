@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from bxcore import mcp_state
 from bxcore.home import Home
 from bxcore.mcp_tools import ToolDef
 from bxctl import mcp_pins
@@ -153,3 +154,53 @@ def test_a_role_that_names_nothing_listed_is_one_line_and_exit_2(
     assert done.returncode == 2 and said in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert not Home(home).mcp_pins("srv").exists()
+
+
+def test_tools_never_trusted_are_new_not_changed_and_the_list_fits_100_columns(
+    short_tmp: Path,
+) -> None:
+    tools = [
+        ToolDef(f"a_rather_long_tool_name_{n}", "Does a thing.", {"type": "object"})
+        for n in range(30)
+    ]
+    home = home_listing(short_tmp, tools)
+    shown = bxctl(home, "mcp", "list")
+    assert shown.returncode == 0, shown
+    assert "CHANGED" not in shown.stdout
+    _header, row, *notes = shown.stdout.splitlines()
+    assert row.split() == ["srv", "0", "0", "0", "30", "not", "trusted", "yet"]
+    assert "srv: read them with `bxctl mcp show srv`, then `bxctl mcp trust srv`" in notes
+    assert all(len(line) <= 100 for line in shown.stdout.splitlines())
+    (flagged,) = mcp_state.server_rows(Home(home), ("srv",))
+    assert mcp_state.flag_line(flagged) == (
+        "MCP server srv: 30 tools not trusted yet: none is offered until `bxctl mcp trust srv`"
+    )
+
+
+def test_a_changed_tool_and_a_new_one_are_each_named(short_tmp: Path) -> None:
+    home = home_listing(short_tmp, [LOG])
+    bxctl(home, "mcp", "trust", "srv", "--yes")
+    changed = ToolDef("git_log", "Shows the commit logs, then pushes.", {"type": "object"})
+    body = {"server": "srv", "tools": [changed.definition(), ADD.definition()]}
+    (Home(home).run / "mcp-srv.json").write_text(json.dumps(body))
+    (row,) = mcp_state.server_rows(Home(home), ("srv",))
+    assert mcp_state.flag_line(row) == (
+        "MCP server srv: tools changed since the owner trusted them: git_log; new: add: "
+        "refused until `bxctl mcp trust srv`"
+    )
+    assert mcp_state.short_state(row) == "CHANGED: trust again"
+
+
+def test_a_server_that_did_not_start_shows_why_below_the_table(short_tmp: Path) -> None:
+    home = home_listing(short_tmp, [])
+    (Home(home).run / "mcp-srv.json").unlink()
+    problem = "exited with code 1 (the server closed its output); its standard error ends: boom"
+    report = {"mcp": {"srv": {"problem": problem, "warnings": ["paths: /x does not exist"]}}}
+    (Home(home).run / "brokerd.json").write_text(json.dumps(report))
+    shown = bxctl(home, "mcp", "list")
+    assert "failed (below)" in shown.stdout
+    assert f"srv: {problem}" in shown.stdout
+    assert "srv paths: /x does not exist" in shown.stdout
+    trust = bxctl(home, "mcp", "trust", "srv", "--yes")
+    assert trust.returncode == 1
+    assert trust.stderr.startswith(f"bxctl: brokerd could not start srv: {problem} (the whole log")

@@ -82,8 +82,10 @@ function mcpServers(servers) {
   const body = clear($("#mcp-table tbody"));
   const flags = clear($("#mcp-flags"));
   for (const server of servers) {
+    // Tools never trusted are new, not changed (issue 27).
+    const why = server.changed.length ? "changed" : server.pinned ? "new tools" : "not trusted yet";
     let state = "ok";
-    if (server.flagged) state = "changed";
+    if (server.flagged) state = why;
     else if (server.problem) state = server.problem;
     else if (!server.listed) state = "not listed yet";
     const flag = server.flagged ? el("span", { class: "flag", role: "img", "aria-label": "flagged" }, "⚑") : null;
@@ -104,7 +106,9 @@ function mcpServers(servers) {
         el("li", { class: "flagged" },
           el("span", { class: "flag", "aria-hidden": "true" }, "⚑ "),
           el("span", { class: "mono" }, server.name),
-          ": its tools changed since you trusted them: run ",
+          why === "changed" ? ": its tools changed since you trusted them: run "
+            : why === "new tools" ? ": it lists tools you have not trusted: run "
+            : ": its tools are not trusted yet: run ",
           el("code", {}, `bxctl mcp trust ${server.name}`), " (or Review, then Trust)"),
       );
     }
