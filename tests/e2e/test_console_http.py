@@ -1020,11 +1020,12 @@ def test_mcp_servers_are_flagged_in_services_and_an_mcp_sink_waits_with_every_ar
             assert untrusted["listed"] and untrusted["flagged"] and untrusted["pinned"] == 0
             assert sorted(untrusted["new"]) == ["read_inbox", "send_email"]
             trust(box.home, "mail")
-            assert server() | {"running": 0} == {
+            assert server() | {"running": 0, "warnings": []} == {
                 "name": "mail", "pinned": 2, "changed": [], "new": [], "listed": True,
                 "running": 0, "problem": None, "flagged": False,
                 "roles": {"read_inbox": {"folder": "target"},
                           "send_email": {"body": "content", "to": "target"}},
+                "warnings": [],  # as root, the mailbox folder is root's: warned of, not refused
             }  # fmt: skip
 
             to = "kyle@example.org"
