@@ -35,7 +35,7 @@ from services.brokerd.core.mcp_args import McpArgs
 from services.brokerd.core.policy import Allowed
 from services.brokerd.fetch_proxy import OneTunnel
 from services.brokerd.mcp_runner import McpRunner
-from services.brokerd.sandbox import Call, Host, Unconfinable
+from services.brokerd.sandbox import Confined, Host, Unconfinable
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +183,7 @@ class Courier:
                 except Unconfinable as why:
                     log.warning("%s (grant %s)", why, allowed.winner.id)
                     return Result.failed(str(why))
-            call = Call(
+            call = Confined(
                 tool=spec.name,
                 mount=spec.mount,
                 path=allowed.winner.path,
@@ -203,7 +203,7 @@ class Courier:
             assert allowed.args.host is not None
             return await self._fetch(call, allowed.args.host, stdin, timeout)
 
-    async def _fetch(self, call: Call, host: str, stdin: bytes, timeout: float) -> Result:
+    async def _fetch(self, call: Confined, host: str, stdin: bytes, timeout: float) -> Result:
         """`http_fetch`: the sandbox, with a one-tunnel proxy to `host` for the while."""
         folder = Path(tempfile.mkdtemp(prefix="fetch-", dir=self._run_dir))
         try:
@@ -226,7 +226,7 @@ class Courier:
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 
-    async def _start(self, call: Call, stdin: bytes, timeout: float) -> Finished | None:
+    async def _start(self, call: Confined, stdin: bytes, timeout: float) -> Finished | None:
         """Run the toolkit for `call`; None when no sandbox could start (nothing ran)."""
         drop_to = self.host.drop_to
         if not self.sandboxed:
@@ -274,7 +274,7 @@ class Courier:
             bwrap = self.host.bwrap
             return await self._spawn(argv, stdin, timeout, {}, None, call.fds, hold, bwrap)
 
-    def _ready(self, call: Call, pid: int) -> None:
+    def _ready(self, call: Confined, pid: int) -> None:
         """While bwrap waits: the tool user mapped, when brokerd is root, and the call's
         rlimits set on the process every other of the sandbox will come from."""
         if self.host.drop_to is not None:
@@ -354,7 +354,7 @@ def _pipe(held: contextlib.ExitStack) -> tuple[int, int]:
     return read, write
 
 
-def _identities(call: Call) -> tuple[tuple[str, int, int], ...]:
+def _identities(call: Confined) -> tuple[tuple[str, int, int], ...]:
     """(path, device, inode) of each folder bound from a descriptor: the toolkit checks that
     what bwrap bound at each path is that very folder (`toolkit.confine`)."""
     found: list[tuple[str, int, int]] = []

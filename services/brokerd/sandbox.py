@@ -103,7 +103,7 @@ class Layer:
 
 
 @dataclass(frozen=True, slots=True)
-class Call:
+class Confined:
     """One confined call: the tool, what it may see, and its environment."""
 
     tool: str
@@ -135,7 +135,7 @@ class Call:
         return tuple(fd for fd in found if fd is not None and fd >= 0)
 
 
-def command(host: Host, call: Call) -> list[str]:
+def command(host: Host, call: Confined) -> list[str]:
     """The `bwrap` argument vector for `call` (§8.2): fresh namespaces, no capability, no
     setuid bit (seccomp), never root, system folders read-only, of the host only what the
     winner names, and nothing writable but what the grant and a bounded /tmp give.
@@ -376,13 +376,13 @@ def _walk(start: int, root: str, place: str, *, strict: bool) -> int | None:
             os.close(current)
 
 
-def unconfined_command(host: Host, call: Call) -> list[str]:
+def unconfined_command(host: Host, call: Confined) -> list[str]:
     """`[sandbox] mode = "none"`: the toolkit, run directly. For development only."""
     bootstrap = BOOTSTRAP.format(path=[os.path.dirname(host.toolkit)])
     return [host.python, "-I", "-S", "-c", bootstrap, call.tool]
 
 
-def environment(call: Call, *, inside: bool) -> dict[str, str]:
+def environment(call: Confined, *, inside: bool) -> dict[str, str]:
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": "/tmp",

@@ -541,7 +541,7 @@ def bare_sandbox(script: str) -> list[str]:
     """bwrap with the flags and system folders of §8.2 running `/bin/sh -c script`: no
     toolkit, so that what is tested is bwrap and the limits alone."""
     host = sandbox.Host.discover("/usr/bin/bwrap", "/bin/sh", "/usr", "/nonexistent")
-    argv = sandbox.command(host, sandbox.Call("shell", Mount.NONE, None))
+    argv = sandbox.command(host, sandbox.Confined("shell", Mount.NONE, None))
     argv = argv[: argv.index("--setenv")]
     toolkit = argv.index("/nonexistent")
     del argv[toolkit - 1 : toolkit + 2]  # the toolkit's --ro-bind

@@ -24,7 +24,7 @@ from services.brokerd.sandbox import (
     PROXY_INSIDE,
     PYTHON_INSIDE,
     TOOLKIT_INSIDE,
-    Call,
+    Confined,
     Cover,
     Host,
     Layer,
@@ -121,10 +121,10 @@ def call_for(
     cwd: str | None = None,
     ca_file: str | None = None,
     **more: object,
-) -> Call:
+) -> Confined:
     """The call the courier would make for `tool` with the winner's `path` pinned as `bound`."""
     mount = BROKERED[tool].mount
-    call = Call(tool=tool, mount=mount, path=None, cwd=cwd, timeout_s=5.0, ca_file=ca_file)
+    call = Confined(tool=tool, mount=mount, path=None, cwd=cwd, timeout_s=5.0, ca_file=ca_file)
     if mount in (Mount.READ_ONLY, Mount.READ_WRITE, Mount.WORKDIR):
         call = replace(call, path=path, bound=bound)
     if mount is Mount.PROXY:
