@@ -43,6 +43,7 @@ from bxcore.messages import (
     TurnError,
     TurnEvent,
 )
+from services.loopd.core.turn_events import Call
 from services.loopd.history_write import HistoryUnwritable, append_whole
 from services.loopd.model import Assistant, Message, ToolCall, ToolResult, User
 
@@ -57,17 +58,6 @@ WEIGHT_OF_LOG = 3_072
 # A turn's or an event's number in a line that cannot be read: a key's own quote is bare, one
 # inside a JSON string is escaped (`\"turn\":`), so no text of the model's matches.
 _NUMBERED = re.compile(rb'"(turn|seq)":([0-9]{1,15})[,}]')
-
-
-@dataclass(frozen=True, slots=True)
-class Call:
-    """A tool call as loopd sent it: our call id (unique in the session, what brokerd sees),
-    the model's own id, the tool and the arguments exactly as the model wrote them."""
-
-    id: str
-    model_id: str
-    name: str
-    arguments: str
 
 
 @dataclass(frozen=True, slots=True)

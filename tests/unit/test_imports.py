@@ -1,5 +1,6 @@
 """Who may import whom (issue 11), read from every module's imports, not from running them:
-brokerd's core imports only the core, `bxcore` and the standard library; no service imports
+brokerd's core imports only the core, `bxcore` and the standard library, and loopd's core
+(the turn machine, issue 25) only itself, `bxcore` and the standard library; no service imports
 another; `bxcore` imports no service; the toolkit, which runs alone in every sandbox, imports
 only the standard library and itself (tests/unit/toolkit/test_startup.py); bxctl reaches a
 service only through its face (`services.brokerd.face`, `services.loopd.face`) and brokerd's
@@ -61,6 +62,23 @@ def test_the_core_imports_only_the_core_bxcore_and_the_standard_library(source: 
             or name == "__future__"
         )
         assert allowed, f"{source.relative_to(ROOT)} imports {name}"
+
+
+@pytest.mark.parametrize("source", modules("services/loopd/core"), ids=lambda p: p.name)
+def test_loopd_s_core_imports_only_itself_bxcore_and_the_standard_library(source: Path) -> None:
+    for name in imported(source):
+        allowed = (
+            top(name) in STDLIB
+            or top(name) == "bxcore"
+            or name == "services.loopd.core"
+            or name.startswith("services.loopd.core.")
+            or name == "__future__"
+        )
+        assert allowed, f"{source.relative_to(ROOT)} imports {name}"
+
+
+def test_loopd_s_core_is_there_to_be_checked() -> None:
+    assert {p.name for p in modules("services/loopd/core")} >= {"turn.py", "turn_events.py"}
 
 
 @pytest.mark.parametrize("source", modules("services"), ids=lambda p: str(p.relative_to(ROOT)))
