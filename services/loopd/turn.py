@@ -2,9 +2,11 @@
 one, and what comes back is what the model reads next; until it answers without a call or
 `max_steps` is reached. Every step is in the session's history before the next begins, so a
 turn cut off by a crash resumes where it was, re-sending open calls with their ids (§10.6).
-The model is offered the built-in tools and the MCP tools brokerd decides now, asked once at
-the turn's start (§18.4). How brokerd is asked, and how long it is waited for, is
-`broker_link`'s.
+What happens when is the turn's machine (`core.turn`, a pure table); `Turns` is its driver:
+it carries out each step's effects (asks the model, asks brokerd, appends records, emits
+events) and feeds back what they produced. The model is offered the built-in tools and the
+MCP tools brokerd decides now, asked once at the turn's start (§18.4). How brokerd is asked,
+and how long it is waited for, is `broker_link`'s.
 
 The owner may stop a running turn (`cancel`, §12.2): its model request or its wait on brokerd
 is abandoned, every call left without a result reads `CANCELLED_RESULT`, and the turn, and
@@ -119,13 +121,14 @@ CANCEL_WAIT_S = 10.0  # how long `cancel` waits for a stopped turn to write its 
 
 @dataclass(eq=False)
 class Running:
-    """A turn being run: what stops it, and what says it has ended."""
+    """A turn being run: what stops it, what says it has ended, and its machine as it stands
+    (what a stop steps)."""
 
     turn: int
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     max_tokens: int | None = None  # its token budget, which its sub-agents spend from too
     ended: anyio.Event = field(default_factory=anyio.Event)
-    state: Turn = field(default_factory=lambda: Turn(0, limit=0, cap=0))  # its machine, now
+    state: Turn = field(default_factory=lambda: Turn(0, limit=0, cap=0))  # set by `run`
 
     def __repr__(self) -> str:
         state = "ended" if self.ended.is_set() else "stopping" if self.scope.cancel_called else ""
@@ -226,7 +229,8 @@ class Turns:
                 try:
                     said = await self._drive(session, running, depth)
                 except HistoryUnwritable as error:
-                    self._halt(session, running, room.turn_stopped(error.why, room=error.room))
+                    said = room.turn_stopped(error.why, room=error.room)
+                    running.state = self._halt(session, running.state, said)
                     said = ""
                 ran = True
                 return said
@@ -239,28 +243,32 @@ class Turns:
             running.ended.set()
 
     def _stopped(self, session: SessionLog, running: Running) -> None:
-        """The end of a turn the owner stopped (`core.turn`'s `stop`)."""
-        self._settle(session, running, Stopped(self._open(session, running.state.turn)))
-        log.info("%s turn %d stopped by the owner", session.session, running.state.turn)
+        """The end of a turn the owner stopped (the machine's `stop`)."""
+        turn = running.state.turn
+        running.state = self._settle(session, running.state, Stopped(self._open(session, turn)))
+        log.info("%s turn %d stopped by the owner", session.session, turn)
 
     def broke(self, session: SessionLog, turn: int, error: Exception) -> None:
         """End `turn`, which failed for a reason no one foresaw (its worker logged it)."""
         said = room.turn_stopped(f"loopd failed during this turn: {one_line(error)}", room=False)
-        self._halt(session, Running(turn, state=Turn(turn, limit=0, cap=0)), said)
+        self._halt(session, Turn(turn, limit=0, cap=0), said)  # its run is over: only its end
 
-    def _halt(self, session: SessionLog, running: Running, said: str) -> None:
-        """End the turn with an error (`core.turn`'s `halt`)."""
-        self._settle(session, running, Halted(said, self._open(session, running.state.turn)))
-        log.warning("%s turn %d stopped: %s", session.session, running.state.turn, said)
+    def _halt(self, session: SessionLog, state: Turn, said: str) -> Turn:
+        """End the turn with an error (the machine's `halt`)."""
+        state = self._settle(session, state, Halted(said, self._open(session, state.turn)))
+        log.warning("%s turn %d stopped: %s", session.session, state.turn, said)
+        return state
 
-    def _settle(self, session: SessionLog, running: Running, event: Stopped | Halted) -> None:
-        """Step the turn by an end that asks only for what is written at once, and write it."""
-        running.state, effects = step(running.state, event)
+    def _settle(self, session: SessionLog, state: Turn, event: Stopped | Halted) -> Turn:
+        """Step the turn by an end, which asks only for what is written at once, and write it."""
+        state, effects = step(state, event)
         for effect in effects:
-            self._show(session, running.state.turn, effect)
+            self._show(session, state.turn, effect)
+        return state
 
     @staticmethod
     def _open(session: SessionLog, turn: int) -> tuple[str, ...]:
+        """The calls the history holds without a result."""
         return tuple(call.id for call, _ in session.open_calls(turn))
 
     async def _drive(self, session: SessionLog, running: Running, depth: int) -> str:
