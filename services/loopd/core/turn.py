@@ -3,16 +3,14 @@ step, as brokerd's call machine (`services.brokerd.core.call`) is: pure, no I/O,
 shell (`services.loopd.turn.Turns`) carries out the effects of each step in order and feeds
 back what they produced.
 
-    begun --began--> calling <--held/answered--> waiting
-      |                 |  ^                        |
-      |                 |  +--answered--+           |
-      |                 v               |           |
-      +-----------> asking --replied--> counting ---+--> ended
-                      ^                    |
-                      +--------------------+
+    begun     --began-->      asking | calling (a resumed reply's open calls) | ended
+    asking    --replied-->    counting (an answer with calls) | ended (one without)
+    counting  --counted-->    calling | asking | ended (a budget spent)
+    calling   --answered-->   calling (the reply's next call) | asking | ended (max_steps)
+    calling   --held-->       waiting  --held--> waiting  --answered--> as from calling
 
-Every live phase ends at once on the owner's stop (`stopped`) or on a history that cannot be
-written (`halted`); a model or brokerd that fails ends the turn `error`.
+A turn ends at once on the owner's stop (`stopped`, in whatever it awaits) or on a history that
+cannot be written (`halted`); a model or brokerd that fails ends it `error`.
 
 What the order depends on is this table's: each step is in the history before the next
 begins (the shell records a reply before it feeds `Replied`, a result before the next call), so
