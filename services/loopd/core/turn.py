@@ -24,7 +24,7 @@ starting ends `budget` before the model is asked; one whose answer spent a budge
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from types import MappingProxyType
 from typing import NamedTuple
 
@@ -87,6 +87,25 @@ def call_id(turn: int, step: int, n: int) -> str:
 def tool_shown(name: str) -> str:
     """A call's tool as the owner is shown it: `?` for a name the wire cannot carry."""
     return name if byte_length_between(name, 1, MAX_TOOL_NAME) else "?"
+
+
+# --- resume after a crash: what a turn's last reply says, read from its history -----------------
+
+
+def open_calls(
+    calls: Sequence[Call], answered: Collection[str], calls_shown: int
+) -> list[tuple[Call, bool]]:
+    """The calls of a turn's last reply without a result yet, each with whether the owner was
+    shown it called (calls run one after another, so the first `calls_shown` were)."""
+    return [
+        (call, index < calls_shown) for index, call in enumerate(calls) if call.id not in answered
+    ]
+
+
+def final_answer(text: str, calls: Sequence[Call], text_shown: bool) -> tuple[str, bool] | None:
+    """When a turn's last reply called no tool, the turn only lacks its end (a crash came
+    first): that reply's text, and whether the owner was shown it. Else None."""
+    return None if calls else (text, text_shown)
 
 
 # --- the turn ---------------------------------------------------------------------------------

@@ -22,6 +22,8 @@ from services.loopd.core.turn import (
     Unexpected,
     begin,
     call_id,
+    final_answer,
+    open_calls,
     step,
     table_markdown,
 )
@@ -299,6 +301,18 @@ def test_a_turn_the_model_had_answered_only_lacks_its_end(shown: bool, said: lis
     turn, effects = walk(fresh(), Began(final=("all done", shown), steps=3))
     assert effects == [*said, End(EndReason.DONE)]
     assert (turn.phase, turn.said) == (Phase.ENDED, "all done")
+
+
+def test_the_open_calls_are_those_without_a_result_the_first_shown_ones_shown() -> None:
+    calls = (call(1), call(2), call(3))
+    assert open_calls(calls, {"1-0-1"}, 2) == [(call(2), True), (call(3), False)]
+    assert open_calls(calls, {"1-0-1", "1-0-2", "1-0-3"}, 3) == []
+
+
+def test_only_a_reply_without_calls_is_a_final_answer() -> None:
+    assert final_answer("all done", (), True) == ("all done", True)
+    assert final_answer("", (), False) == ("", False)
+    assert final_answer("reading", (call(),), False) is None
 
 
 def test_a_resumed_turn_at_its_step_limit_ends_with_the_last_words() -> None:
