@@ -1,5 +1,6 @@
 """Who may import whom (issue 11), read from every module's imports, not from running them:
-brokerd's core imports only the core, `bxcore` and the standard library; no service imports
+brokerd's core imports only the core, `bxcore` and the standard library, and loopd's core
+(the turn machine, issue 25) only itself, `bxcore` and the standard library; no service imports
 another; `bxcore` imports no service; the toolkit, which runs alone in every sandbox, imports
 only the standard library and itself (tests/unit/toolkit/test_startup.py); bxctl reaches a
 service only through its face (`services.brokerd.face`, `services.loopd.face`) and brokerd's
@@ -49,18 +50,37 @@ def service_of(name: str) -> str | None:
     return parts[1] if parts[0] == "services" and len(parts) > 1 else None
 
 
-@pytest.mark.parametrize("source", modules("services/brokerd/core"), ids=lambda p: p.name)
-def test_the_core_imports_only_the_core_bxcore_and_the_standard_library(source: Path) -> None:
-    for name in imported(source):
-        allowed = (
+def beyond_core(source: Path, core: str, libraries: frozenset[str] = frozenset()) -> list[str]:
+    """What `source` imports beyond the standard library, `bxcore`, `libraries` and the
+    package `core`."""
+    return [
+        name
+        for name in imported(source)
+        if not (
             top(name) in STDLIB
-            or top(name) in PURE_LIBRARIES
+            or top(name) in libraries
             or top(name) == "bxcore"
-            or name == "services.brokerd.core"
-            or name.startswith("services.brokerd.core.")
+            or name == core
+            or name.startswith(f"{core}.")
             or name == "__future__"
         )
-        assert allowed, f"{source.relative_to(ROOT)} imports {name}"
+    ]
+
+
+@pytest.mark.parametrize("source", modules("services/brokerd/core"), ids=lambda p: p.name)
+def test_the_core_imports_only_the_core_bxcore_and_the_standard_library(source: Path) -> None:
+    beyond = beyond_core(source, "services.brokerd.core", PURE_LIBRARIES)
+    assert not beyond, f"{source.relative_to(ROOT)} imports {beyond}"
+
+
+@pytest.mark.parametrize("source", modules("services/loopd/core"), ids=lambda p: p.name)
+def test_loopd_s_core_imports_only_itself_bxcore_and_the_standard_library(source: Path) -> None:
+    beyond = beyond_core(source, "services.loopd.core")
+    assert not beyond, f"{source.relative_to(ROOT)} imports {beyond}"
+
+
+def test_loopd_s_core_is_there_to_be_checked() -> None:
+    assert {p.name for p in modules("services/loopd/core")} >= {"turn.py", "turn_events.py"}
 
 
 @pytest.mark.parametrize("source", modules("services"), ids=lambda p: str(p.relative_to(ROOT)))
