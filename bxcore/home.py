@@ -170,6 +170,18 @@ class Home:
         """`{home}/mcp/`: the owner's pins, one file a server (SPEC §18.3)."""
         return self.root / "mcp"
 
+    @property
+    def matrix(self) -> Path:
+        """`{home}/matrix/` (0700): the phone channel's crypto store, sync position, threads
+        and cards (SPEC §21.1); only gatewayd reads or writes it."""
+        return self.root / "matrix"
+
+    def ensure_matrix(self) -> Path:
+        """`{home}/matrix/`, made 0700 if missing; one that is not a private folder of ours
+        is refused (`HomeError`)."""
+        _ensure_private_folder(self.matrix)
+        return self.matrix
+
     def mcp_pins(self, server: str) -> Path:
         return self.mcp / f"{_name('server', server)}.pins.json"
 
