@@ -17,10 +17,11 @@ from bxcore.config_keys import BOOLEAN, URL, Check, Key, Kind, show, show_name
 REQUIRED = None  # the default of a key the table must give
 MAX_OWNERS = 64
 # A user id `@localpart:server` (the spec's historical grammar, as servers still accept it),
-# and a room id `!opaque:server`; the server part is a host name or address with a port.
+# and a room id `!opaque:server`, or `!opaque` alone (room version 12 drops the server); the
+# server part is a host name or address with a port.
 _SERVER = r"[A-Za-z0-9.:\[\]-]{1,255}"
 _USER = re.compile(rf"@[!-9;-~]{{1,255}}:{_SERVER}")
-_ROOM = re.compile(rf"![!-9;-~]{{1,255}}:{_SERVER}")
+_ROOM = re.compile(rf"![!-9;-~]{{1,255}}(?::{_SERVER})?")
 _ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 

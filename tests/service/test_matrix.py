@@ -1,0 +1,137 @@
+"""The owner's phone (SPEC §21, issue 26) against a real homeserver: Synapse on 127.0.0.1 with
+SQLite, one for the module, a real `matrix-nio` client as the phone, and the whole box (brokerd,
+memoryd, loopd, gatewayd, a fake model) in each test, in an encrypted and an unencrypted room.
+
+Run them alone with `pytest -m matrix`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from bxcore import matrix_report
+from bxcore.home import Home
+from bxcore.messages import PendingList, PendingQuery
+from tests.fakes.model_server import Answer, FakeModel
+from tests.support.brokerd import args, short_folder
+from tests.support.daemons import Daemon, init_home, running, start
+from tests.support.owner import ScriptedModel, wait_until
+from tests.support.phone import Phone
+from tests.support.synapse import Account, Homeserver, homeserver
+
+pytestmark = pytest.mark.matrix
+
+BOX_SERVICES = ("brokerd", "memoryd", "loopd")
+
+
+@pytest.fixture(scope="module")
+def hs() -> Iterator[Homeserver]:
+    with short_folder() as folder, homeserver(folder / "hs") as server:
+        yield server
+
+
+@dataclass
+class World:
+    hs: Homeserver
+    home: Path
+    model: ScriptedModel
+    box: Account
+    phone: Phone
+    room: str
+    encrypted: bool
+    daemons: dict[str, Daemon] = field(default_factory=dict)
+
+    @property
+    def gatewayd(self) -> Daemon:
+        return self.daemons["gatewayd"]
+
+    def start_gatewayd(self) -> Daemon:
+        daemon = start("gatewayd", self.home, env={"BX_MATRIX_TOKEN": self.box.token})
+        self.daemons["gatewayd"] = daemon
+        daemon.wait_ready()
+        return daemon
+
+    def link(self) -> dict[str, object]:
+        return matrix_report.read(Home(self.home)) or {}
+
+    def wait_joined(self, timeout: float = 30.0) -> None:
+        def joined() -> bool | None:
+            link = self.link()
+            return (link.get("state") == "syncing" and link.get("joined")) or None
+
+        wait_until(joined, timeout, f"the box joined (report: {self.link()})")
+        self.phone.wait_member(self.room, self.box.user_id)
+
+    def box_post(self, wanted: str, timeout: float = 30.0) -> str:
+        """The event id of the box's first post whose newest text holds `wanted`."""
+        post = self.phone.wait_post(self.box.user_id, lambda _p, text: wanted in text, timeout,
+                                    f"a post of the box saying {wanted!r}")  # fmt: skip
+        return post.event_id
+
+    def pending(self) -> list[str]:
+        answer = self.daemons["brokerd"].ask(PendingQuery("p"), socket="admin")
+        assert isinstance(answer, PendingList), answer
+        return [a.approval for a in answer.approvals]
+
+
+_counter = iter(range(1, 10_000))
+
+
+@contextlib.contextmanager
+def world(hs: Homeserver, encrypted: bool, config: str = "") -> Iterator[World]:
+    n = f"{os.getpid()}x{next(_counter)}"
+    box, me = hs.register(f"box{n}"), hs.register(f"me{n}")
+    with short_folder() as tmp, FakeModel() as fake, contextlib.ExitStack() as stack:
+        phone = stack.enter_context(Phone(hs, me, tmp / "phone"))
+        room = phone.create_room(invite=[box.user_id], encrypted=encrypted)
+        matrix = (
+            f'[matrix]\nhomeserver = "{hs.url}"\nuser = "{box.user_id}"\n'
+            f'owners = ["{me.user_id}"]\nroom = "{room}"\n'
+            f"encrypted = {'true' if encrypted else 'false'}\n"
+        )
+        home = init_home(tmp / "h", f'[model]\nbase_url = "{fake.base_url}"\n{config}{matrix}')
+        w = World(hs, home, ScriptedModel(fake), box, phone, room, encrypted)
+        for name in BOX_SERVICES:
+            w.daemons[name] = stack.enter_context(running(name, home))
+        try:
+            w.start_gatewayd()
+            w.wait_joined()
+            yield w
+        finally:
+            if "gatewayd" in w.daemons:
+                w.gatewayd.stop()
+
+
+def shell_call(w: World, command: str) -> Answer:
+    workspace = str(w.home / "workspace")
+    return w.model.calls(("shell", args(command=command, cwd=workspace)))
+
+
+@pytest.mark.parametrize("encrypted", [True, False], ids=["encrypted", "unencrypted"])
+def test_a_whole_turn_comes_back_in_the_messages_thread(hs: Homeserver, encrypted: bool) -> None:
+    with world(hs, encrypted) as w:
+        w.model.script("read the notes", w.model.calls(("read_file", args(path="/nowhere/x"))),
+                       Answer("I could not read them."))  # fmt: skip
+        root = w.phone.send(w.room, "read the notes")
+        post = w.phone.wait_post(
+            w.box.user_id, lambda _p, text: "I could not read them." in text, 30, "the answer"
+        )
+        text = w.phone.text_of(post.event_id)
+        assert post.relates.get("rel_type") == "m.thread" and post.relates["event_id"] == root
+        assert "→ read_file" in text and '"/nowhere/x"' in text  # the call, as bxctl shows it
+        assert "denied" in text  # no grant reads /nowhere
+        assert post.encrypted is encrypted
+        # a reply in the thread goes on in the same session
+        w.model.script("and again", Answer("Again: no."))
+        w.phone.send(w.room, "and again", thread=root)
+        again = w.box_post("Again: no.")
+        assert w.phone.text_of(again).startswith("Again: no.")
+        sessions = json.loads((w.home / "matrix" / "channel.json").read_text())["threads"]
+        assert list(sessions.values()) == ["mx-1"]
