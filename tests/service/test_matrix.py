@@ -20,7 +20,7 @@ from bxcore import matrix_report
 from bxcore.home import Home
 from bxcore.messages import PendingList, PendingQuery
 from tests.fakes.model_server import Answer, FakeModel
-from tests.support.brokerd import args, short_folder
+from tests.support.brokerd import args, ledger_lines, short_folder
 from tests.support.daemons import Daemon, init_home, running, start
 from tests.support.owner import ScriptedModel, wait_until
 from tests.support.phone import Phone
@@ -135,3 +135,70 @@ def test_a_whole_turn_comes_back_in_the_messages_thread(hs: Homeserver, encrypte
         assert w.phone.text_of(again).startswith("Again: no.")
         sessions = json.loads((w.home / "matrix" / "channel.json").read_text())["threads"]
         assert list(sessions.values()) == ["mx-1"]
+
+
+def card_of(w: World, command: str) -> str:
+    """The event id of the card that shows `command`."""
+    return w.phone.wait_post(
+        w.box.user_id,
+        lambda _p, text: text.startswith("approval ") and command in text and "React" in text,
+        30,
+        f"the card of {command!r}",
+    ).event_id
+
+
+def verdicts(w: World) -> list[dict[str, object]]:
+    """The owner's verdicts in the ledger (an expiry is recorded as one too: not these)."""
+    records = [json.loads(line) for line in ledger_lines(w.home)]
+    return [r for r in records if r["kind"] == "verdict" and "owner" in str(r["by"])]
+
+
+def test_an_approval_by_reaction_runs_exactly_the_call_the_card_shows(hs: Homeserver) -> None:
+    with world(hs, encrypted=True) as w:
+        other = hs.register(f"other{os.getpid()}x{next(_counter)}")
+        w.phone.run(w.phone.client.room_invite(w.room, other.user_id))
+        with Phone(hs, other, w.home.parent / "other-phone") as stranger:
+            stranger.join(w.room)
+            w.phone.wait_member(w.room, other.user_id)
+            w.model.script("run echo", shell_call(w, "echo card-says-this"), Answer("ran it"))
+            root = w.phone.send(w.room, "run echo")
+            card = card_of(w, "echo card-says-this")
+            (approval,) = w.pending()
+            assert f"approval {approval}: shell in session mx-1" in w.phone.text_of(card)
+            # a stranger's reaction, and the owner's on another event, settle nothing
+            stranger.react(w.room, card, "✅")
+            w.box_post("Only an owner's reaction settles a card")
+            w.phone.react(w.room, root, "✅")
+            w.box_post("That is not an approval card")
+            assert w.pending() == [approval]
+            assert verdicts(w) == []
+            # the owner's, on the card, settles exactly that approval
+            w.phone.react(w.room, card, "✅")
+            w.box_post("ran it")
+            assert w.pending() == []
+            (verdict,) = verdicts(w)
+            assert verdict["approval"] == approval and verdict["approve"] is True
+            assert verdict["by"] == f"owner (matrix {w.phone.user}) via gatewayd"
+            records = [json.loads(line) for line in ledger_lines(w.home)]
+            (decision,) = [
+                r for r in records if r.get("approval") == approval and r["kind"] == "decision"
+            ]
+            assert json.loads(decision["arguments"])["command"] == "echo card-says-this"
+            settled = w.phone.text_of(card)
+            assert settled.endswith(f"approved by {w.phone.user}") and "React" not in settled
+            # a second verdict changes nothing, and is answered once
+            w.phone.react(w.room, card, "❌")
+            w.box_post("Already settled")
+            assert len(verdicts(w)) == 1
+
+
+def test_a_reaction_after_expiry_changes_nothing(hs: Homeserver) -> None:
+    with world(hs, encrypted=False, config="[broker]\napproval_ttl_s = 1\n") as w:
+        w.model.script("run late", shell_call(w, "echo too-late"), Answer("(after expiry)"))
+        w.phone.send(w.room, "run late")
+        card = card_of(w, "echo too-late")
+        w.phone.wait_post(w.box.user_id, lambda p, text: p.event_id == card and text.endswith(": expired"),
+                          30, "the card edited: expired")  # fmt: skip
+        w.phone.react(w.room, card, "✅")
+        w.box_post("Already settled (expired)")
+        assert verdicts(w) == []

@@ -171,6 +171,12 @@ class Phone:
     async def _react(self, room: str, content: dict[str, Any]) -> str:
         kind: str = "m.reaction"
         if self.client.rooms[room].encrypted:
+            if not self.client.rooms[room].members_synced:
+                await self.client.joined_members(room)
+            if self.client.should_query_keys:
+                await self.client.keys_query()
+            if self.client.olm.should_share_group_session(room):
+                await self.client.share_group_session(room, ignore_unverified_devices=True)
             kind, content = self.client.encrypt(room, "m.reaction", content)
         method, path, data = nio.Api.room_send(
             self.client.access_token, room, kind, content, str(uuid.uuid4())

@@ -31,6 +31,11 @@ NOT_A_CARD = (
     "That is not an approval card: a verdict counts only as a reaction on the card itself "
     "(or a reply to it)."
 )
+ONLY_OWNERS = "Only an owner's reaction settles a card: this changes nothing."
+NOT_ENCRYPTED = (
+    "That reaction was not end-to-end encrypted, and this box acts only on encrypted ones: "
+    "this changes nothing."
+)
 WRONG_KEY = (
     "A card takes ✅ (approve once), 🔁 (approve for the session) or ❌ (deny); nothing else."
 )
@@ -132,9 +137,14 @@ def read(
 ) -> Action:
     """What `event` asks for. `threads`: each thread root the box knows, to its session;
     `cards`: each card's event id, to its card."""
+    on_card = cards.get(event.reacts_to or "")
     if event.sender not in owners:
+        if on_card is not None:  # answered, never acted on
+            return Say(on_card.thread, ONLY_OWNERS, event.reacts_to or "")
         return Ignore(f"from {event.sender}, who is not an owner")
     if encrypted and not event.encrypted:
+        if on_card is not None:
+            return Say(on_card.thread, NOT_ENCRYPTED, event.reacts_to or "")
         return Ignore(f"from {event.sender}, not end-to-end encrypted (encrypted = true)")
     if event.key is not None:
         return _reaction(event, cards)
