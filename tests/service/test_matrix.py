@@ -197,8 +197,12 @@ def test_a_reaction_after_expiry_changes_nothing(hs: Homeserver) -> None:
         w.model.script("run late", shell_call(w, "echo too-late"), Answer("(after expiry)"))
         w.phone.send(w.room, "run late")
         card = card_of(w, "echo too-late")
-        w.phone.wait_post(w.box.user_id, lambda p, text: p.event_id == card and text.endswith(": expired"),
-                          30, "the card edited: expired")  # fmt: skip
+        w.phone.wait_post(
+            w.box.user_id,
+            lambda p, text: p.event_id == card and text.endswith(": expired"),
+            30,
+            "the card edited: expired",
+        )
         w.phone.react(w.room, card, "✅")
         w.box_post("Already settled (expired)")
         assert verdicts(w) == []
