@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +20,7 @@ import pytest
 
 from bxcore import matrix_report
 from bxcore.home import Home
-from bxcore.messages import PendingList, PendingQuery
+from bxcore.messages import PendingList, PendingQuery, Ping, Pong, SessionsQuery
 from tests.fakes.model_server import Answer, FakeModel
 from tests.support.brokerd import args, ledger_lines, short_folder
 from tests.support.daemons import Daemon, init_home, running, start
@@ -206,3 +208,71 @@ def test_a_reaction_after_expiry_changes_nothing(hs: Homeserver) -> None:
         w.phone.react(w.room, card, "✅")
         w.box_post("Already settled (expired)")
         assert verdicts(w) == []
+
+
+STOPPED = "(the turn was stopped by the owner)"
+
+
+def test_stop_in_a_thread_stops_its_turn_and_stop_all_stops_every_turn(hs: Homeserver) -> None:
+    with world(hs, encrypted=True) as w:
+        for words in ("slow one", "slow two", "slow three"):
+            w.model.script(words, Answer("never said", delay_s=60))
+        root = w.phone.send(w.room, "slow one")
+        wait_until(lambda: w.model.requests_for("slow one"), 20, "the model asked")
+        w.phone.send(w.room, "stop", thread=root)
+        w.box_post("Stopped.")
+        w.box_post(STOPPED)
+        # the kill switch: every running turn, from the main timeline
+        w.phone.send(w.room, "slow two")
+        w.phone.send(w.room, "slow three")
+        wait_until(lambda: w.model.requests_for("slow two") and w.model.requests_for("slow three"),
+                   20, "both turns asked the model")  # fmt: skip
+        w.phone.send(w.room, "stop all")
+        w.box_post("Stopped 2 of 2 running")
+        wait_until(lambda: len([p for p in w.phone.posts_of(w.box.user_id)
+                                if w.phone.text_of(p.event_id) == STOPPED]) == 3,
+                   20, "all three turns stopped")  # fmt: skip
+        assert not any("never said" in w.phone.text_of(p.event_id)
+                       for p in w.phone.posts_of(w.box.user_id))  # fmt: skip
+
+
+def test_a_turn_that_ends_while_the_homeserver_is_down_arrives_when_it_returns(
+    hs: Homeserver,
+) -> None:
+    with world(hs, encrypted=True) as w:
+        w.model.script("answer later", Answer("said while it was down", delay_s=2))
+        w.phone.send(w.room, "answer later")
+        wait_until(lambda: w.model.requests_for("answer later"), 20, "the model asked")
+        hs.kill()
+        try:
+            wait_until(lambda: w.link().get("state") == "away", 60, "the channel away")
+            time.sleep(2.5)  # the turn ends meanwhile; the box holds its messages
+            assert w.gatewayd.process.poll() is None  # gatewayd serves on, waiting for it
+            pong = w.gatewayd.ask(Ping("p"), timeout=5)
+            assert isinstance(pong, Pong) and pong.service == "gatewayd"
+        finally:
+            hs.start()
+        w.box_post("said while it was down", timeout=60)
+        wait_until(lambda: w.link().get("state") == "syncing", 30, "the channel syncing again")
+
+
+def test_a_gatewayd_killed_and_started_again_acts_on_no_message_twice(hs: Homeserver) -> None:
+    with world(hs, encrypted=True) as w:
+        w.model.script("count me once", Answer("counted"))
+        root = w.phone.send(w.room, "count me once")
+        w.box_post("counted")
+        os.killpg(w.gatewayd.pid, signal.SIGKILL)
+        w.gatewayd.process.wait(timeout=10)
+        w.model.script("and me while it was down", Answer("counted too"))
+        w.phone.send(w.room, "and me while it was down", thread=root)
+        w.start_gatewayd()
+        w.box_post("counted too", timeout=60)
+        os.killpg(w.gatewayd.pid, signal.SIGKILL)
+        w.gatewayd.process.wait(timeout=10)
+        w.start_gatewayd()
+        wait_until(lambda: w.link().get("state") == "syncing", 30, "the channel syncing again")
+        time.sleep(2)  # a sync or two after the restart: nothing is taken again
+        assert len(w.model.requests_for("count me once")) == 1
+        assert len(w.model.requests_for("and me while it was down")) == 1
+        (session,) = [s for s in w.daemons["loopd"].ask(SessionsQuery("s")).sessions]
+        assert (session.session, session.turns) == ("mx-1", 2)
