@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from bxcore import disk
+from bxcore import disk, matrix_report
 from bxcore.config import ConfigError, load_config
 from bxcore.home import Home
 from bxcore.messages import ServiceState, SupervisorReport
@@ -58,6 +58,7 @@ def status(
     disks = home_disks(home)
     mcp = mcp_cmds.server_rows(home) if _has_mcp(home) else []
     tokens = tokens_view.today(home, report.services)
+    matrix = matrix_report.read_line(home) if _has_matrix(home) else None
     if as_json:
         print_json(
             {
@@ -72,6 +73,7 @@ def status(
                 "ledger": None if ledger is None else ledger.json(),
                 "disks": disk_json(disks),
                 "tokens": tokens_view.tokens_json(tokens),
+                "matrix": matrix_report.read(home) if matrix is not None else None,
                 "warnings": warnings,
             }
         )
@@ -98,6 +100,8 @@ def status(
                 )
             elif row["problem"]:
                 say(f"MCP server {row['name']}: {row['problem']}", style="red")
+        if matrix is not None:
+            say(matrix[0], style=matrix[1] or None)
         if report.console:
             say(f"console: {console_hint(report.console)}")
         show_warnings(warnings)
@@ -120,6 +124,13 @@ def home_disks(home: Home) -> list[disk.Disk]:
             ("the logs", home.logs),
         ]
     )
+
+
+def _has_matrix(home: Home) -> bool:
+    try:
+        return load_config(home.config).matrix is not None
+    except ConfigError:
+        return False
 
 
 def _has_mcp(home: Home) -> bool:
