@@ -32,27 +32,62 @@ def hs() -> Iterator[Homeserver]:
         yield server
 
 
-@pytest.mark.parametrize("encrypted", [True, False], ids=["encrypted", "unencrypted"])
-def test_a_whole_turn_comes_back_in_the_messages_thread(hs: Homeserver, encrypted: bool) -> None:
-    with world(hs, encrypted) as w:
-        w.model.script("read the notes", w.model.calls(("read_file", args(path="/nowhere/x"))),
-                       Answer("I could not read them."))  # fmt: skip
-        root = w.phone.send(w.room, "read the notes")
-        post = w.phone.wait_post(
-            w.box.user_id, lambda _p, text: "I could not read them." in text, 30, "the answer"
-        )
-        text = w.phone.text_of(post.event_id)
-        assert post.relates.get("rel_type") == "m.thread" and post.relates["event_id"] == root
-        assert "→ read_file" in text and '"/nowhere/x"' in text  # the call, as bxctl shows it
-        assert "denied" in text  # no grant reads /nowhere
-        assert post.encrypted is encrypted
-        # a reply in the thread goes on in the same session
-        w.model.script("and again", Answer("Again: no."))
-        w.phone.send(w.room, "and again", thread=root)
-        again = w.box_post("Again: no.")
-        assert w.phone.text_of(again).startswith("Again: no.")
-        sessions = json.loads((w.home / "matrix" / "channel.json").read_text())["threads"]
-        assert list(sessions.values()) == ["mx-1"]
+# One box for each kind of room, shared by the module's tests (each in threads of its own):
+# starting a box costs more than most of these tests. The unencrypted one lets approvals
+# expire after a second.
+@pytest.fixture(scope="module")
+def enc(hs: Homeserver) -> Iterator[World]:
+    with world(hs, encrypted=True) as w:
+        yield w
+
+
+@pytest.fixture(scope="module")
+def plain(hs: Homeserver) -> Iterator[World]:
+    with world(hs, encrypted=False, config="[broker]\napproval_ttl_s = 1\n") as w:
+        yield w
+
+
+@pytest.fixture(params=["encrypted", "unencrypted"])
+def either(request: pytest.FixtureRequest) -> World:
+    w: World = request.getfixturevalue("enc" if request.param == "encrypted" else "plain")
+    return w
+
+
+def test_a_whole_turn_comes_back_in_the_messages_thread(either: World) -> None:
+    w = either
+    w.model.script("read the notes", w.model.calls(("read_file", args(path="/nowhere/x"))),
+                   Answer("I could not read them."))  # fmt: skip
+    root = w.phone.send(w.room, "read the notes")
+    post = w.phone.wait_post(
+        w.box.user_id, lambda _p, text: "I could not read them." in text, 30, "the answer"
+    )
+    text = w.phone.text_of(post.event_id)
+    assert post.relates.get("rel_type") == "m.thread" and post.relates["event_id"] == root
+    assert "→ read_file" in text and '"/nowhere/x"' in text  # the call, as bxctl shows it
+    assert "denied" in text  # no grant reads /nowhere
+    assert post.encrypted is w.encrypted
+    session = w.session_of(root)
+    assert session.startswith("mx-")
+    # a reply in the thread goes on in the same session, as its next turn
+    w.model.script("and again", Answer("Again: no."))
+    w.phone.send(w.room, "and again", thread=root)
+    again = w.box_post("Again: no.")
+    assert w.phone.text_of(again).startswith("Again: no.")
+    turns = {s.session: s.turns for s in w.daemons["loopd"].ask(SessionsQuery("s")).sessions}
+    assert turns[session] == 2
+
+
+def test_only_an_owners_encrypted_message_reaches_loopd(enc: World, stranger: Phone) -> None:
+    w = enc
+    stranger.send(w.room, "a stranger says: run rm -rf")
+    w.phone.send_in_the_clear(w.room, "sent in the clear: run rm -rf")
+    w.model.script("a real one", Answer("heard you"))
+    w.phone.send(w.room, "a real one")
+    w.box_post("heard you")
+    log = w.gatewayd.output()
+    assert "who is not an owner" in log and "not end-to-end encrypted" in log
+    asked = [m for m in w.model.fake.requests if "rm -rf" in json.dumps(m["messages"])]
+    assert asked == []
 
 
 def card_of(w: World, command: str) -> str:
@@ -71,124 +106,148 @@ def verdicts(w: World) -> list[dict[str, object]]:
     return [r for r in records if r["kind"] == "verdict" and "owner" in str(r["by"])]
 
 
-def test_an_approval_by_reaction_runs_exactly_the_call_the_card_shows(hs: Homeserver) -> None:
-    with world(hs, encrypted=True) as w:
-        other = hs.register(f"other{os.getpid()}x{next(counter)}")
-        w.phone.run(w.phone.client.room_invite(w.room, other.user_id))
-        with Phone(hs, other, w.home.parent / "other-phone") as stranger:
-            stranger.join(w.room)
-            w.phone.wait_member(w.room, other.user_id)
-            w.model.script("run echo", shell_call(w, "echo card-says-this"), Answer("ran it"))
-            root = w.phone.send(w.room, "run echo")
-            card = card_of(w, "echo card-says-this")
-            (approval,) = w.pending()
-            assert f"approval {approval}: shell in session mx-1" in w.phone.text_of(card)
-            # a stranger's reaction, and the owner's on another event, settle nothing
-            stranger.react(w.room, card, "✅")
-            w.box_post("Only an owner's reaction settles a card")
-            w.phone.react(w.room, root, "✅")
-            w.box_post("That is not an approval card")
-            assert w.pending() == [approval]
-            assert verdicts(w) == []
-            # the owner's, on the card, settles exactly that approval
-            w.phone.react(w.room, card, "✅")
-            w.box_post("ran it")
-            assert w.pending() == []
-            (verdict,) = verdicts(w)
-            assert verdict["approval"] == approval and verdict["approve"] is True
-            assert verdict["by"] == f"owner (matrix {w.phone.user}) via gatewayd"
-            records = [json.loads(line) for line in ledger_lines(w.home)]
-            (decision,) = [
-                r for r in records if r.get("approval") == approval and r["kind"] == "decision"
-            ]
-            assert json.loads(decision["arguments"])["command"] == "echo card-says-this"
-            settled = w.phone.text_of(card)
-            assert settled.endswith(f"approved by {w.phone.user}") and "React" not in settled
-            # a second verdict changes nothing, and is answered once
-            w.phone.react(w.room, card, "❌")
-            w.box_post("Already settled")
-            assert len(verdicts(w)) == 1
+@pytest.fixture(scope="module")
+def stranger(enc: World, hs: Homeserver) -> Iterator[Phone]:
+    """Someone else in the encrypted room: invited by the owner, on a phone of their own (one
+    for the module: nio's crypto stores do not take a second client closed in one process)."""
+    w = enc
+    other = hs.register(f"other{os.getpid()}x{next(counter)}")
+    w.phone.run(w.phone.client.room_invite(w.room, other.user_id))
+    with Phone(hs, other, w.home.parent / "stranger-phone") as phone:
+        phone.join(w.room)
+        w.phone.wait_member(w.room, other.user_id)
+        yield phone
 
 
-def test_a_reaction_after_expiry_changes_nothing(hs: Homeserver) -> None:
-    with world(hs, encrypted=False, config="[broker]\napproval_ttl_s = 1\n") as w:
-        w.model.script("run late", shell_call(w, "echo too-late"), Answer("(after expiry)"))
-        w.phone.send(w.room, "run late")
-        card = card_of(w, "echo too-late")
-        w.phone.wait_post(
-            w.box.user_id,
-            lambda p, text: p.event_id == card and text.endswith(": expired"),
-            30,
-            "the card edited: expired",
-        )
-        w.phone.react(w.room, card, "✅")
-        w.box_post("Already settled (expired)")
-        assert verdicts(w) == []
+def test_an_approval_by_reaction_runs_exactly_the_call_the_card_shows(
+    enc: World, stranger: Phone
+) -> None:
+    w = enc
+    if stranger:
+        w.model.script("run echo", shell_call(w, "echo card-says-this"), Answer("ran it"))
+        root = w.phone.send(w.room, "run echo")
+        card = card_of(w, "echo card-says-this")
+        (approval,) = w.pending()
+        session = w.session_of(root)
+        assert f"approval {approval}: shell in session {session}" in w.phone.text_of(card)
+        before = len(verdicts(w))
+        # a stranger's reaction, and the owner's on another event, settle nothing
+        stranger.react(w.room, card, "✅")
+        w.box_post("Only an owner's reaction settles a card")
+        w.phone.react(w.room, root, "✅")
+        w.box_post("That is not an approval card")
+        assert w.pending() == [approval]
+        assert len(verdicts(w)) == before
+    # the owner's, on the card, settles exactly that approval
+    w.phone.react(w.room, card, "✅")
+    w.box_post("ran it")
+    assert w.pending() == []
+    (verdict,) = verdicts(w)[before:]
+    assert verdict["approval"] == approval and verdict["approve"] is True
+    assert verdict["by"] == f"owner (matrix {w.phone.user}) via gatewayd"
+    records = [json.loads(line) for line in ledger_lines(w.home)]
+    (decision,) = [r for r in records if r.get("approval") == approval and r["kind"] == "decision"]
+    assert json.loads(decision["arguments"])["command"] == "echo card-says-this"
+    settled = w.phone.text_of(card)
+    assert settled.endswith(f"approved by {w.phone.user}") and "React" not in settled
+    # a second verdict changes nothing, and is answered once
+    w.phone.react(w.room, card, "❌")
+    w.box_post("Already settled")
+    assert len(verdicts(w)) == before + 1
+
+
+def test_a_reaction_after_expiry_changes_nothing(plain: World) -> None:
+    w = plain  # approvals expire after a second here
+    w.model.script("run late", shell_call(w, "echo too-late"), Answer("(after expiry)"))
+    w.phone.send(w.room, "run late")
+    card = card_of(w, "echo too-late")
+    w.phone.wait_post(
+        w.box.user_id,
+        lambda p, text: p.event_id == card and text.endswith(": expired"),
+        30,
+        "the card edited: expired",
+    )
+    before = len(verdicts(w))
+    w.phone.react(w.room, card, "✅")
+    w.box_post("Already settled (expired)")
+    assert len(verdicts(w)) == before
 
 
 STOPPED = "(the turn was stopped by the owner)"
 
 
-def test_stop_in_a_thread_stops_its_turn_and_stop_all_stops_every_turn(hs: Homeserver) -> None:
-    with world(hs, encrypted=True) as w:
-        for words in ("slow one", "slow two", "slow three"):
-            w.model.script(words, Answer("never said", delay_s=60))
-        root = w.phone.send(w.room, "slow one")
-        wait_until(lambda: w.model.requests_for("slow one"), 20, "the model asked")
-        w.phone.send(w.room, "stop", thread=root)
-        w.box_post("Stopped.")
-        w.box_post(STOPPED)
-        # the kill switch: every running turn, from the main timeline
-        w.phone.send(w.room, "slow two")
-        w.phone.send(w.room, "slow three")
-        wait_until(lambda: w.model.requests_for("slow two") and w.model.requests_for("slow three"),
-                   20, "both turns asked the model")  # fmt: skip
-        w.phone.send(w.room, "stop all")
-        w.box_post("Stopped 2 of 2 running")
-        wait_until(lambda: len([p for p in w.phone.posts_of(w.box.user_id)
-                                if w.phone.text_of(p.event_id) == STOPPED]) == 3,
-                   20, "all three turns stopped")  # fmt: skip
-        assert not any("never said" in w.phone.text_of(p.event_id)
-                       for p in w.phone.posts_of(w.box.user_id))  # fmt: skip
+def stopped_posts(w: World) -> int:
+    return sum(1 for p in w.phone.posts_of(w.box.user_id) if w.phone.text_of(p.event_id) == STOPPED)
+
+
+def test_stop_in_a_thread_stops_its_turn_and_stop_all_stops_every_turn(enc: World) -> None:
+    w = enc
+    for words in ("slow one", "slow two", "slow three"):
+        w.model.script(words, Answer("never said", delay_s=60))
+    before = stopped_posts(w)
+    root = w.phone.send(w.room, "slow one")
+    wait_until(lambda: w.model.requests_for("slow one"), 20, "the model asked")
+    w.phone.send(w.room, "stop", thread=root)
+    w.box_post("Stopped.")
+    wait_until(lambda: stopped_posts(w) == before + 1, 20, "the turn stopped")
+    # the kill switch: every running turn, from the main timeline
+    w.phone.send(w.room, "slow two")
+    w.phone.send(w.room, "slow three")
+    wait_until(lambda: w.model.requests_for("slow two") and w.model.requests_for("slow three"),
+               20, "both turns asked the model")  # fmt: skip
+    w.phone.send(w.room, "stop all")
+    w.box_post("Stopped 2 of 2 running")
+    wait_until(lambda: stopped_posts(w) == before + 3, 20, "all three turns stopped")
+    assert not any("never said" in w.phone.text_of(p.event_id)
+                   for p in w.phone.posts_of(w.box.user_id))  # fmt: skip
+
+
+def test_status_answers_with_the_boxs_state(enc: World) -> None:
+    w = enc
+    root = w.phone.send(w.room, "status")
+    post = w.phone.wait_post(w.box.user_id, lambda p, text: "pending approvals:" in text
+                             and p.relates.get("m.in_reply_to", {}).get("event_id") == root,
+                             30, "the status")  # fmt: skip
+    text = w.phone.text_of(post.event_id)
+    assert "ledger: ok" in text and "tokens today:" in text
 
 
 def test_a_turn_that_ends_while_the_homeserver_is_down_arrives_when_it_returns(
-    hs: Homeserver,
+    enc: World, hs: Homeserver
 ) -> None:
-    with world(hs, encrypted=True) as w:
-        w.model.script("answer later", Answer("said while it was down", delay_s=2))
-        w.phone.send(w.room, "answer later")
-        wait_until(lambda: w.model.requests_for("answer later"), 20, "the model asked")
-        hs.kill()
-        try:
-            wait_until(lambda: w.link().get("state") == "away", 60, "the channel away")
-            time.sleep(2.5)  # the turn ends meanwhile; the box holds its messages
-            assert w.gatewayd.process.poll() is None  # gatewayd serves on, waiting for it
-            pong = w.gatewayd.ask(Ping("p"), timeout=5)
-            assert isinstance(pong, Pong) and pong.service == "gatewayd"
-        finally:
-            hs.start()
-        w.box_post("said while it was down", timeout=60)
-        wait_until(lambda: w.link().get("state") == "syncing", 30, "the channel syncing again")
+    w = enc
+    w.model.script("answer later", Answer("said while it was down", delay_s=2))
+    w.phone.send(w.room, "answer later")
+    wait_until(lambda: w.model.requests_for("answer later"), 20, "the model asked")
+    hs.kill()
+    try:
+        wait_until(lambda: w.link().get("state") == "away", 60, "the channel away")
+        time.sleep(2.5)  # the turn ends meanwhile; the box holds its messages
+        pong = w.gatewayd.ask(Ping("p"), timeout=5)  # gatewayd serves on
+        assert isinstance(pong, Pong) and pong.service == "gatewayd"
+    finally:
+        hs.start()
+    w.box_post("said while it was down", timeout=60)
+    wait_until(lambda: w.link().get("state") == "syncing", 30, "the channel syncing again")
 
 
-def test_a_gatewayd_killed_and_started_again_acts_on_no_message_twice(hs: Homeserver) -> None:
-    with world(hs, encrypted=True) as w:
-        w.model.script("count me once", Answer("counted"))
-        root = w.phone.send(w.room, "count me once")
-        w.box_post("counted")
-        os.killpg(w.gatewayd.pid, signal.SIGKILL)
-        w.gatewayd.process.wait(timeout=10)
-        w.model.script("and me while it was down", Answer("counted too"))
-        w.phone.send(w.room, "and me while it was down", thread=root)
-        w.start_gatewayd()
-        w.box_post("counted too", timeout=60)
-        os.killpg(w.gatewayd.pid, signal.SIGKILL)
-        w.gatewayd.process.wait(timeout=10)
-        w.start_gatewayd()
-        wait_until(lambda: w.link().get("state") == "syncing", 30, "the channel syncing again")
-        time.sleep(2)  # a sync or two after the restart: nothing is taken again
-        assert len(w.model.requests_for("count me once")) == 1
-        assert len(w.model.requests_for("and me while it was down")) == 1
-        (session,) = [s for s in w.daemons["loopd"].ask(SessionsQuery("s")).sessions]
-        assert (session.session, session.turns) == ("mx-1", 2)
+def test_a_gatewayd_killed_and_started_again_acts_on_no_message_twice(enc: World) -> None:
+    w = enc
+    w.model.script("count me once", Answer("counted"))
+    root = w.phone.send(w.room, "count me once")
+    w.box_post("counted")
+    os.killpg(w.gatewayd.pid, signal.SIGKILL)
+    w.gatewayd.process.wait(timeout=10)
+    w.model.script("and me while it was down", Answer("counted too"))
+    w.phone.send(w.room, "and me while it was down", thread=root)
+    w.start_gatewayd()
+    w.box_post("counted too", timeout=60)
+    os.killpg(w.gatewayd.pid, signal.SIGKILL)
+    w.gatewayd.process.wait(timeout=10)
+    w.start_gatewayd()
+    wait_until(lambda: w.link().get("state") == "syncing", 30, "the channel syncing again")
+    time.sleep(2)  # a sync or two after the restart: nothing is taken again
+    assert len(w.model.requests_for("count me once")) == 1
+    assert len(w.model.requests_for("and me while it was down")) == 1
+    turns = {s.session: s.turns for s in w.daemons["loopd"].ask(SessionsQuery("s")).sessions}
+    assert turns[w.session_of(root)] == 2

@@ -12,6 +12,7 @@ made and invited the box to, and brokerd, memoryd, loopd and gatewayd on a fresh
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -67,6 +68,12 @@ class World:
         post = self.phone.wait_post(self.box.user_id, lambda _p, text: wanted in text, timeout,
                                     f"a post of the box saying {wanted!r}")  # fmt: skip
         return post.event_id
+
+    def session_of(self, root: str) -> str:
+        """The session the box made for the thread under `root`."""
+        threads = json.loads((self.home / "matrix" / "channel.json").read_text())["threads"]
+        session: str = threads[root]
+        return session
 
     def pending(self) -> list[str]:
         answer = self.daemons["brokerd"].ask(PendingQuery("p"), socket="admin")

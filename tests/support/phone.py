@@ -47,26 +47,44 @@ class Seen:
         return found if isinstance(found, dict) else {}
 
 
+_shared: asyncio.AbstractEventLoop | None = None
+_shared_lock = threading.Lock()
+
+
+def _phones_loop() -> asyncio.AbstractEventLoop:
+    """The one event loop every phone of the process runs on: nio's crypto stores bind their
+    tables for each query (peewee's `bind_ctx`, process-wide), which two threads would race."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = asyncio.new_event_loop()
+            threading.Thread(target=_shared.run_forever, daemon=True, name="phones").start()
+        return _shared
+
+
 class Phone:
     def __init__(self, hs: Homeserver, account: Account, folder: Path) -> None:
         self.account = account
         self.user = account.user_id
         folder.mkdir(parents=True, exist_ok=True)
-        self.client = nio.AsyncClient(
+        self.seen: list[Seen] = []
+        self._lock = threading.Lock()
+        self._loop = _phones_loop()
+        self._stopping = False
+        self._syncer: Any = None
+        self.client: Any = self.run(self._client(hs, account, folder))
+
+    @staticmethod
+    async def _client(hs: Homeserver, account: Account, folder: Path) -> Any:
+        client = nio.AsyncClient(
             hs.url, account.user_id, device_id=account.device_id, store_path=str(folder),
             config=nio.AsyncClientConfig(store_sync_tokens=False, encryption_enabled=True,
                                          max_timeouts=0, request_timeout=10),
         )  # fmt: skip
-        self.client.restore_login(account.user_id, account.device_id, account.token)
-        self.seen: list[Seen] = []
-        self._lock = threading.Lock()
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._stopping = False
-        self._syncer: Any = None
+        client.restore_login(account.user_id, account.device_id, account.token)
+        return client
 
     def __enter__(self) -> Phone:
-        self._thread.start()
         self._syncer = asyncio.run_coroutine_threadsafe(self._sync_forever(), self._loop)
         return self
 
@@ -75,8 +93,6 @@ class Phone:
         if self._syncer is not None:
             self._loop.call_soon_threadsafe(self._syncer.cancel)
         self.run(self.client.close())
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
 
     def run(self, coroutine: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
@@ -163,6 +179,12 @@ class Phone:
         event_id: str = answer.event_id
         return event_id
 
+    def send_in_the_clear(self, room: str, text: str) -> str:
+        """A message sent unencrypted even where the room is encrypted (an app that does not
+        encrypt, or someone posing as one); its event id."""
+        content = {"msgtype": "m.text", "body": text}
+        return self.run(self._send_raw(room, "m.room.message", content))
+
     def react(self, room: str, event_id: str, key: str) -> str:
         """A reaction, encrypted when the room is (as Element sends it); its event id."""
         content = {"m.relates_to": {"rel_type": "m.annotation", "event_id": event_id, "key": key}}
@@ -178,6 +200,10 @@ class Phone:
             if self.client.olm.should_share_group_session(room):
                 await self.client.share_group_session(room, ignore_unverified_devices=True)
             kind, content = self.client.encrypt(room, "m.reaction", content)
+        return await self._send_raw(room, kind, content)
+
+    async def _send_raw(self, room: str, kind: str, content: dict[str, Any]) -> str:
+        """`content` sent as it is (nio's `room_send` would encrypt it, or not a reaction)."""
         method, path, data = nio.Api.room_send(
             self.client.access_token, room, kind, content, str(uuid.uuid4())
         )

@@ -66,6 +66,7 @@ def _config(folder: Path, port: int) -> str:
         "presence": {"enabled": False},
         "url_preview_enabled": False,
         "enable_metrics": False,
+        "bcrypt_rounds": 4,  # the accounts' passwords: a test's, not worth 12 rounds
         **{
             name: _UNLIMITED
             for name in (
