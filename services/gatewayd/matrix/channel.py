@@ -15,6 +15,7 @@ import hashlib
 import logging
 import secrets
 from collections.abc import Hashable
+from dataclasses import replace
 from typing import Any
 
 import aiohttp
@@ -32,6 +33,7 @@ from bxcore.messages import (
     ApprovalRequested,
     ApprovalSettled,
     ApprovalState,
+    AskWhy,
     Cancel,
     Cancelled,
     Error,
@@ -68,6 +70,9 @@ log = logging.getLogger("gatewayd")
 
 SYNC_WAIT_MS = 25_000  # a long poll of /sync
 REQUEST_S = 40.0  # one request to the homeserver, a long poll included
+NOT_ENCRYPTED = (
+    "the room is not end-to-end encrypted and encrypted = true: nothing is sent or acted on"
+)
 RECONCILE_S = 2.0  # cards are checked against the pending list this often
 #: What the homeserver being away raises through nio (aiohttp's errors, timeouts, sockets).
 NETWORK = (aiohttp.ClientError, TimeoutError, asyncio.TimeoutError, OSError)
@@ -233,7 +238,8 @@ class Channel:
         room = client.rooms.get(room_id)
         self._joined = room is not None
         self._room_encrypted = None if room is None else bool(room.encrypted)
-        self._set(LinkState.SYNCING)
+        refused = self.config.encrypted and self._room_encrypted is False
+        self._set(LinkState.SYNCING, NOT_ENCRYPTED if refused else "")
         self._synced.set()
         joined = answer.rooms.join.get(room_id)
         if joined is None:
@@ -459,7 +465,8 @@ class Channel:
         title = card_title(info)
 
         def sent(event_id: str) -> None:
-            memo.cards.put(event_id, Card(info.approval, thread, title))
+            scope = info.why is not AskWhy.UNTRUSTED  # §9: never session-wide for these
+            memo.cards.put(event_id, Card(info.approval, thread, title, session_scope=scope))
             memo.save()
 
         self._outbox.want(("card", info.approval), card_text(info, now_ms()), thread=thread,
@@ -474,7 +481,7 @@ class Channel:
             card = memo.cards[event]
             if card.settled is not None and (how.endswith("elsewhere") or card.settled == how):
                 return  # said already; only who settled it may still be added
-            memo.cards.put(event, Card(card.approval, card.thread, card.title, how))
+            memo.cards.put(event, replace(card, settled=how))
             memo.save()
             self._outbox.want(("card", approval), settled_text(card.title, how))
         elif info is not None:  # not sent yet: sent settled

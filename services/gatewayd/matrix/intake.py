@@ -63,6 +63,7 @@ class Card:
     thread: str | None  # the thread it was posted in (None: the room's main timeline)
     title: str = ""  # what it is about, for its edits ("approval … : shell in session …")
     settled: str | None = None  # how it ended, once known ("approved by @me:…", "expired")
+    session_scope: bool = True  # 🔁 allowed: not when it asks because of untrusted content
 
 
 # --- what the channel does -------------------------------------------------------------------
@@ -185,6 +186,12 @@ def _reaction(event: Incoming, cards: Mapping[str, Card]) -> Action:
     return _verdict(event, event.reacts_to, card, VERDICT_KEYS[key])
 
 
+NO_SESSION_SCOPE = (
+    "🔁 cannot settle this card: it asks because the session holds untrusted content, and "
+    "no session-wide approval covers such a call. React ✅ or ❌."
+)
+
+
 def _reply_to_card(event: Incoming, card: Card) -> Action:
     assert event.reply_to is not None and event.body is not None
     word = _without_fallback(event.body).strip().lower()
@@ -200,6 +207,8 @@ def _verdict(event: Incoming, card_event: str, card: Card, found: tuple[bool, Sc
         return Say(card.thread, f"Already settled ({card.settled}): this changes nothing.",
                    event.event_id)  # fmt: skip
     approve, scope = found
+    if scope is Scope.SESSION and not card.session_scope:
+        return Say(card.thread, NO_SESSION_SCOPE, event.event_id)
     return Verdict(card_event, card.approval, approve, scope, event.sender, card.thread,
                    event.event_id)  # fmt: skip
 

@@ -22,6 +22,7 @@ from services.gatewayd.matrix.intake import (
 ME, OTHER = "@me:example.org", "@eve:example.org"
 CARDS = {"$card": Card("abcd2345", "$root", "approval abcd2345: shell in session mx-1")}
 SETTLED = {"$card": Card("abcd2345", "$root", "t", settled="approved by @me:example.org")}
+UNTRUSTED = {"$card": Card("abcd2345", "$root", "t", session_scope=False)}
 THREADS = {"$root": "mx-1"}
 
 
@@ -92,6 +93,7 @@ def test_what_is_never_acted_on_is_only_logged(event: Incoming) -> None:
         (reaction("✅"), SETTLED, "Already settled (approved by @me:example.org)"),
         (message("yes please", reply_to="$card"), CARDS, "says `approve`, `session` or `deny`"),
         (message("stop"), CARDS, "Nothing to stop here"),
+        (reaction("🔁"), UNTRUSTED, "🔁 cannot settle this card"),
         (message("hi", thread="$unknown"), CARDS, "not one of the box's sessions"),
     ],
 )
