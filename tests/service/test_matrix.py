@@ -15,7 +15,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from bxcore.messages import Ping, Pong, SessionsQuery
+from bxcore.messages import (
+    Accepted,
+    AssistantText,
+    Events,
+    EventsQuery,
+    OwnerMessage,
+    SessionsQuery,
+    TurnEnd,
+)
 from tests.fakes.model_server import Answer
 from tests.support.brokerd import args, ledger_lines, short_folder
 from tests.support.matrix_box import World, counter, shell_call, world
@@ -222,13 +230,24 @@ def test_a_turn_that_ends_while_the_homeserver_is_down_arrives_when_it_returns(
     hs.kill()
     try:
         wait_until(lambda: w.link().get("state") == "away", 60, "the channel away")
-        time.sleep(2.5)  # the turn ends meanwhile; the box holds its messages
-        pong = w.gatewayd.ask(Ping("p"), timeout=5)  # gatewayd serves on
-        assert isinstance(pong, Pong) and pong.service == "gatewayd"
+        # nothing else waits on the homeserver: `bxctl chat`'s socket serves a whole turn
+        w.model.script("from the desk", Answer("the desk still works"))
+        accepted = w.gatewayd.ask(OwnerMessage("d1", "desk", "from the desk"), timeout=10)
+        assert isinstance(accepted, Accepted), accepted
+        events = wait_until(lambda: turn_ended(w, "desk"), 20, "the desk's turn")
+        assert AssistantText("the desk still works") in events
+        time.sleep(1)  # the phone's turn has ended meanwhile; the box holds its messages
     finally:
         hs.start()
     w.box_post("said while it was down", timeout=60)
     wait_until(lambda: w.link().get("state") == "syncing", 30, "the channel syncing again")
+
+
+def turn_ended(w: World, session: str) -> list[object] | None:
+    answer = w.gatewayd.ask(EventsQuery("e", session, 0, 0))
+    assert isinstance(answer, Events), answer
+    events = [e.event for e in answer.events]
+    return events if any(isinstance(e, TurnEnd) for e in events) else None
 
 
 def test_a_gatewayd_killed_and_started_again_acts_on_no_message_twice(enc: World) -> None:

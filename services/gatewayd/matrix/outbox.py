@@ -43,7 +43,8 @@ Send = Callable[[Post], Awaitable[str]]
 
 
 class Outbox:
-    def __init__(self) -> None:
+    def __init__(self, sleep: Callable[[float], Awaitable[None]] = anyio.sleep) -> None:
+        self._sleep = sleep  # the backoff's and the edits' pauses (a test's own)
         self._posts: OrderedDict[Hashable, Post] = OrderedDict()
         self._dirty: OrderedDict[Hashable, None] = OrderedDict()
         self._changed = anyio.Event()
@@ -97,7 +98,7 @@ class Outbox:
             except SendFailed as error:
                 failures += 1
                 log.info("matrix: a post waits (%s); trying again", error)
-                await anyio.sleep(backoff_s(failures))
+                await self._sleep(backoff_s(failures))
                 continue
             failures = 0
             first = post.event_id is None
@@ -110,7 +111,7 @@ class Outbox:
             if first and post.on_sent is not None:
                 post.on_sent(post.event_id)
             if not first:
-                await anyio.sleep(EDIT_GAP_S / max(1, len(self._dirty)))
+                await self._sleep(EDIT_GAP_S / max(1, len(self._dirty)))
 
     def _forget_old(self) -> None:
         while len(self._posts) > POSTS_KEPT + len(self._dirty):
