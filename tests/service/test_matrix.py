@@ -270,3 +270,16 @@ def test_a_gatewayd_killed_and_started_again_acts_on_no_message_twice(enc: World
     assert len(w.model.requests_for("and me while it was down")) == 1
     turns = {s.session: s.turns for s in w.daemons["loopd"].ask(SessionsQuery("s")).sessions}
     assert turns[w.session_of(root)] == 2
+
+
+def test_a_sub_agents_turn_shows_in_its_parents_thread(plain: World) -> None:
+    w = plain
+    w.model.script("ask a helper", w.model.calls(("spawn", args(task="helper: say hi"))),
+                   Answer("the helper said hi"))  # fmt: skip
+    w.model.script("helper: say hi", Answer("hi from the helper"))
+    root = w.phone.send(w.room, "ask a helper")
+    w.box_post("the helper said hi")
+    sub = w.phone.wait_post(w.box.user_id, lambda _p, text: "hi from the helper" in text, 30,
+                            "the sub-agent's turn")  # fmt: skip
+    assert w.phone.text_of(sub.event_id).startswith(f"sub-agent sub-{w.session_of(root)}-")
+    assert sub.relates.get("event_id") == root

@@ -441,13 +441,15 @@ class Channel:
     def _turn_event(self, event: TurnEvent) -> None:
         memo = self._memo
         assert memo is not None
-        if event.session not in memo.threads.values():
+        root = self._thread_of(event.session)  # a phone session's, or one of its sub-agents'
+        if root is None:
             return
-        root = self._thread_of(event.session)
         key = (event.session, event.turn)
         turn = self._turns.get(key)
         if turn is None:
-            turn = self._turns[key] = TurnText(event.session, event.turn)
+            sub = event.session not in memo.threads.values()
+            heading = [f"sub-agent {visible(event.session)}:"] if sub else []
+            turn = self._turns[key] = TurnText(event.session, event.turn, [heading])
             while len(self._turns) > 64:
                 del self._turns[next(iter(self._turns))]
         for part in turn.take(event):
