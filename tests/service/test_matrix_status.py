@@ -8,8 +8,11 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
+from bxcore.config import load_config
+from bxcore.home import Home
 from tests.support import cli
 from tests.support.box import REPO, box_home, env, wait_until
 from tests.support.daemons import free_port, init_home
@@ -53,6 +56,16 @@ def test_a_box_whose_homeserver_is_away_runs_and_says_so(home: Path) -> None:
     assert text.returncode == 0, text.stdout  # the channel's state is no service's
     assert "matrix: away as @box:box.test in !room:box.test" in text.stdout
     assert "the homeserver does not answer" in text.stdout
+    # the console's Services view reads the same line
+    port = load_config(Home(home).config).console.port
+    token = Home(home).console_token.read_text().strip()
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+        login = http.post("/api/login", json={"token": token}, headers={"X-BX-Console": "1"})
+        assert login.status_code == 200, login.text
+        shown = http.get("/api/services", headers={"X-BX-Console": "1"})
+    assert shown.status_code == 200, shown.text
+    matrix = shown.json()["matrix"]
+    assert matrix["line"].startswith("matrix: away as @box:box.test") and matrix["style"]
 
 
 def test_a_channel_without_its_token_is_failed_and_names_the_variable(home: Path) -> None:
