@@ -21,8 +21,11 @@ from bxcore.messages import (
     Events,
     EventsQuery,
     OwnerMessage,
+    Scope,
     SessionsQuery,
+    Settled,
     TurnEnd,
+    VerdictRequest,
 )
 from tests.fakes.model_server import Answer
 from tests.support.brokerd import args, ledger_lines, short_folder
@@ -64,7 +67,7 @@ def either(request: pytest.FixtureRequest) -> World:
 def test_a_whole_turn_comes_back_in_the_messages_thread(either: World) -> None:
     w = either
     w.model.script("read the notes", w.model.calls(("read_file", args(path="/nowhere/x"))),
-                   Answer("I could not read them."))  # fmt: skip
+                   Answer("I could not read them.\u202e"))  # fmt: skip
     root = w.phone.send(w.room, "read the notes")
     post = w.phone.wait_post(
         w.box.user_id, lambda _p, text: "I could not read them." in text, 30, "the answer"
@@ -73,6 +76,7 @@ def test_a_whole_turn_comes_back_in_the_messages_thread(either: World) -> None:
     assert post.relates.get("rel_type") == "m.thread" and post.relates["event_id"] == root
     assert "→ read_file" in text and '"/nowhere/x"' in text  # the call, as bxctl shows it
     assert "denied" in text  # no grant reads /nowhere
+    assert "I could not read them.\\u202e" in text and "\u202e" not in text  # made visible
     assert post.encrypted is w.encrypted
     session = w.session_of(root)
     assert session.startswith("mx-")
@@ -283,3 +287,16 @@ def test_a_sub_agents_turn_shows_in_its_parents_thread(plain: World) -> None:
                             "the sub-agent's turn")  # fmt: skip
     assert w.phone.text_of(sub.event_id).startswith(f"sub-agent sub-{w.session_of(root)}-")
     assert sub.relates.get("event_id") == root
+
+
+def test_a_card_settled_elsewhere_is_edited_to_say_so(enc: World) -> None:
+    w = enc
+    w.model.script("run it elsewhere", shell_call(w, "echo from-the-desk"), Answer("desk ran it"))
+    w.phone.send(w.room, "run it elsewhere")
+    card = card_of(w, "echo from-the-desk")
+    (approval,) = w.pending()
+    verdict = VerdictRequest("v1", approval, True, Scope.ONCE, "owner (bxctl)")
+    assert isinstance(w.daemons["brokerd"].ask(verdict, socket="admin"), Settled)
+    w.box_post("desk ran it")
+    w.phone.wait_post(w.box.user_id, lambda p, text: p.event_id == card
+                      and text.endswith(": approved elsewhere"), 30, "the card edited")  # fmt: skip

@@ -368,7 +368,7 @@ class Channel:
     async def _status(self) -> str:
         lines = []
         try:
-            report = await self._supervisor.request(SupervisorStatus(_rid()), timeout=3.0, tries=1)
+            report = await self._supervisor.request(SupervisorStatus(_rid()), timeout=1.5, tries=1)
         except (Unreachable, ProtocolError):
             report = None
         if isinstance(report, SupervisorReport):
