@@ -1,7 +1,7 @@
-"""The owner's phone (SPEC §21): gatewayd as a Matrix client (`matrix-nio`) in one room, end to
-end encrypted. A shell: the homeserver's events are read by `intake.read`, and what it says to
-do goes through the `Gateway` as the console's requests do (owner messages to loopd, verdicts
-to brokerd's admin socket); turns and approvals are shown through `posts` and `outbox`.
+"""The owner's phone (SPEC §21): what gatewayd does for the Matrix room (`room`). A shell: the
+room's events are read by `intake.read`, and what it says to do goes through the `Gateway` as
+the console's requests do (owner messages to loopd, verdicts to brokerd's admin socket); turns
+and approvals are shown through `posts` and `outbox`; `memo` keeps what must outlive a crash.
 
 It never decides who is heard (`intake` does) and nothing else in the box waits on it: a
 homeserver that is away is tried again with backoff, the report says so, and gatewayd's
@@ -10,24 +10,18 @@ socket and console serve as before.
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 import logging
 import secrets
-from collections.abc import Hashable
 from dataclasses import replace
-from typing import Any
 
-import aiohttp
 import anyio
-import nio  # type: ignore[import-untyped]
 
 from bxcore.client import Client, ProtocolError, Unreachable
-from bxcore.clock import now_ms, rfc3339
+from bxcore.clock import now_ms
 from bxcore.config_matrix import MatrixConfig
 from bxcore.home import Home
 from bxcore.ids import descends, parent_of_sub
-from bxcore.matrix_report import Link, LinkState, Report, backoff_s
+from bxcore.matrix_report import Report
 from bxcore.messages import (
     ApprovalInfo,
     ApprovalRequested,
@@ -50,14 +44,13 @@ from bxcore.messages import (
     TokensQuery,
     TurnEvent,
     VerdictRequest,
-    short,
 )
 from bxcore.visible import visible
 from services.gatewayd.gateway import Gateway
 from services.gatewayd.matrix import intake
 from services.gatewayd.matrix.intake import Card, Incoming
 from services.gatewayd.matrix.memo import Memo
-from services.gatewayd.matrix.outbox import Outbox, Post, SendFailed
+from services.gatewayd.matrix.outbox import Outbox
 from services.gatewayd.matrix.posts import (
     TurnText,
     card_text,
@@ -65,17 +58,11 @@ from services.gatewayd.matrix.posts import (
     how_settled,
     settled_text,
 )
+from services.gatewayd.matrix.room import Room
 
 log = logging.getLogger("gatewayd")
 
-SYNC_WAIT_MS = 25_000  # a long poll of /sync
-REQUEST_S = 40.0  # one request to the homeserver, a long poll included
-NOT_ENCRYPTED = (
-    "the room is not end-to-end encrypted and encrypted = true: nothing is sent or acted on"
-)
 RECONCILE_S = 2.0  # cards are checked against the pending list this often
-#: What the homeserver being away raises through nio (aiohttp's errors, timeouts, sockets).
-NETWORK = (aiohttp.ClientError, TimeoutError, asyncio.TimeoutError, OSError)
 
 
 class Channel:
@@ -95,206 +82,51 @@ class Channel:
         self._loop = loop
         self._admin = admin
         self._supervisor = supervisor
-        self._token = token
         self._owners = frozenset(config.owners)
-        self._report = Report(home)
+        self._room = Room(config, Report(home), token)
         self._outbox = Outbox()
         self._memo: Memo | None = None
-        self._client: nio.AsyncClient | None = None
         self._turns: dict[tuple[str, int], TurnText] = {}
         self._by: dict[str, str] = {}  # approvals this channel settles: the owner's id
         self._infos: dict[str, ApprovalInfo] = {}  # approvals carded or to be, by id
-        self._joined = False
-        self._room_encrypted: bool | None = None
-        self._state = LinkState.STARTING
-        self._reason = ""
-        self._since = rfc3339(now_ms())
-        self._tag = secrets.token_hex(4)  # this process's transaction ids never meet another's
-        self._synced = anyio.Event()
 
     def __repr__(self) -> str:
-        return (
-            f"Channel({self.config.user} in {self.config.room}: {self._state.value}, "
-            f"{self._outbox!r}, {self._memo!r})"
-        )
-
-    # --- state -------------------------------------------------------------------------------
-
-    def _set(self, state: LinkState, reason: str = "") -> None:
-        if (state, reason) != (self._state, self._reason):
-            if state is not self._state:
-                self._since = rfc3339(now_ms())
-            if state is LinkState.SYNCING:
-                log.info("matrix: syncing as %s", self.config.user)
-            else:
-                log.warning("matrix: %s: %s", state.value, reason)
-        self._state, self._reason = state, reason
-        self._report.set(
-            Link(state, self._since, self.config.user, self.config.room, reason,
-                 self._joined, self._room_encrypted)
-        )  # fmt: skip
+        return f"Channel({self._room!r}, {self._outbox!r}, {self._memo!r})"
 
     # --- running -----------------------------------------------------------------------------
 
     async def run(self) -> None:
         """The channel until cancelled; it never raises for what the homeserver does."""
-        self._set(LinkState.STARTING)
-        if not self._token:
-            self._set(LinkState.FAILED, f"the environment variable {self.config.token_env} "
-                      "holding the box's access token is not set")  # fmt: skip
-            return
         folder = self._home.ensure_matrix()
         store = folder / "store"
         store.mkdir(mode=0o700, exist_ok=True)
         self._memo = Memo(folder)
-        client = nio.AsyncClient(
-            self.config.homeserver,
-            self.config.user,
-            store_path=str(store),
-            config=nio.AsyncClientConfig(
-                store_sync_tokens=True,
-                encryption_enabled=True,
-                max_timeouts=0,  # our own loop tries again, and says so
-                max_limit_exceeded=None,
-                request_timeout=REQUEST_S,
-            ),
-        )
-        self._client = client
-        try:
-            device = await self._whoami(client)
-            if device is None:
-                return
-            client.restore_login(self.config.user, device, self._token)
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(self._sync_forever, client)
-                tasks.start_soon(self._outbox.run, self._send)
-                tasks.start_soon(self._reconcile)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await client.close()
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self._room.run, store, self._take, self._send_and_reconcile)
 
-    async def _whoami(self, client: nio.AsyncClient) -> str | None:
-        """The token's device, once the homeserver answers; None when the token is not the
-        box's account's (the channel then stays failed)."""
-        client.access_token = self._token or ""
-        failures = 0
-        while True:
-            try:
-                answer = await client.whoami()
-            except NETWORK as error:
-                answer = None
-                why = f"the homeserver does not answer: {error or type(error).__name__}"
-            if isinstance(answer, nio.WhoamiResponse):
-                if answer.user_id != self.config.user:
-                    self._set(LinkState.FAILED, f"the access token is {answer.user_id}'s, "
-                              f"not {self.config.user}'s")  # fmt: skip
-                    return None
-                if not answer.device_id:
-                    self._set(LinkState.FAILED, "the access token has no device")
-                    return None
-                return str(answer.device_id)
-            if isinstance(answer, nio.WhoamiError):
-                if answer.status_code == "M_UNKNOWN_TOKEN":
-                    self._set(LinkState.FAILED, "the homeserver does not know the access "
-                              f"token in {self.config.token_env}")  # fmt: skip
-                    return None
-                why = f"the homeserver answered {answer.status_code}: {answer.message}"
-            failures += 1
-            self._set(LinkState.AWAY, short(why))
-            await anyio.sleep(backoff_s(failures))
+    async def _send_and_reconcile(self) -> None:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self._outbox.run, self._room.send)
+            tasks.start_soon(self._reconcile)
 
-    async def _sync_forever(self, client: nio.AsyncClient) -> None:
-        failures = 0
-        while True:
-            try:
-                answer = await client.sync(
-                    timeout=SYNC_WAIT_MS, full_state=not self._synced.is_set()
-                )
-            except NETWORK as error:
-                answer = None
-                why = f"the homeserver does not answer: {error or type(error).__name__}"
-            if isinstance(answer, nio.SyncResponse):
-                failures = 0
-                await self._took(client, answer)
-                continue
-            if isinstance(answer, nio.ErrorResponse):
-                if answer.status_code == "M_UNKNOWN_TOKEN":
-                    self._set(LinkState.FAILED, "the homeserver no longer knows the access "
-                              f"token in {self.config.token_env}")  # fmt: skip
-                    return
-                why = f"the homeserver answered {answer.status_code}: {answer.message}"
-            failures += 1
-            self._set(LinkState.AWAY, short(why))
-            await anyio.sleep(backoff_s(failures))
+    # --- the room's events -------------------------------------------------------------------
 
-    async def _took(self, client: nio.AsyncClient, answer: nio.SyncResponse) -> None:
-        """One sync: keys kept current, the invite taken, then each new event of the room."""
+    async def _take(self, events: list[Incoming]) -> None:
+        """One sync's new events of the room, in order."""
         memo = self._memo
         assert memo is not None
-        await self._keys(client)
-        room_id = self.config.room
-        if room_id in answer.rooms.invite and room_id not in client.rooms:
-            await self._maybe_join(client, answer.rooms.invite[room_id])
-        room = client.rooms.get(room_id)
-        self._joined = room is not None
-        self._room_encrypted = None if room is None else bool(room.encrypted)
-        refused = self.config.encrypted and self._room_encrypted is False
-        self._set(LinkState.SYNCING, NOT_ENCRYPTED if refused else "")
-        self._synced.set()
-        joined = answer.rooms.join.get(room_id)
-        if joined is None:
-            return
         if not memo.synced:  # the room's past, before the box first listened: never acted on
             memo.synced = True
             memo.save()
             return
-        for event in joined.timeline.events:
+        for event in events:
             await self._event(event)
 
-    async def _keys(self, client: nio.AsyncClient) -> None:
-        """What nio's own sync loop does between syncs: the box's keys uploaded, the owners'
-        devices queried, sessions claimed, and the keys owed sent."""
-        try:
-            if client.should_upload_keys:
-                await client.keys_upload()
-            if client.should_query_keys:
-                await client.keys_query()
-            if client.should_claim_keys:
-                await client.keys_claim(client.get_users_for_key_claiming())
-            await client.send_to_device_messages()
-        except NETWORK as error:
-            log.info("matrix: keys not exchanged now (%s); at the next sync", error)
-
-    async def _maybe_join(self, client: nio.AsyncClient, invite: Any) -> None:
-        inviter = None
-        for event in invite.invite_state:
-            if (
-                getattr(event, "state_key", None) == self.config.user
-                and getattr(event, "membership", None) == "invite"
-            ):
-                inviter = event.sender
-        if inviter not in self._owners:
-            log.warning("matrix: invited to %s by %s, who is not an owner: not joined",
-                        self.config.room, inviter)  # fmt: skip
-            return
-        answer = await client.join(self.config.room)
-        if isinstance(answer, nio.JoinError):
-            log.warning("matrix: could not join %s: %s", self.config.room, answer.message)
-
-    # --- the room's events -------------------------------------------------------------------
-
-    async def _event(self, event: Any) -> None:
+    async def _event(self, incoming: Incoming) -> None:
         memo = self._memo
         assert memo is not None
-        if getattr(event, "sender", None) == self.config.user or not event.event_id:
-            return
-        if event.event_id in memo.acted:
+        if incoming.event_id in memo.acted:
             return  # taken before a restart, or again by a sync that was repeated
-        incoming = _incoming(event)
-        if incoming is None:
-            memo.acted.put(event.event_id, None)
-            memo.save()
-            return
         action = intake.read(
             incoming,
             owners=self._owners,
@@ -305,7 +137,7 @@ class Channel:
         session: str | None = None
         if isinstance(action, intake.ToSession):
             session = action.session or memo.new_session(action.thread)
-        memo.acted.put(event.event_id, None)
+        memo.acted.put(incoming.event_id, None)
         memo.save()  # before anything is done: a restart never does it twice
         await self._act(action, session, incoming)
 
@@ -504,86 +336,6 @@ class Channel:
             for _event, card in list(memo.cards.items()):
                 if card.settled is None and card.approval not in pending:
                     self._settled(card.approval, how_settled(ApprovalState.PENDING, None))
-
-    # --- sending -----------------------------------------------------------------------------
-
-    async def _send(self, post: Post) -> str:
-        client = self._client
-        assert client is not None
-        await self._synced.wait()
-        room = client.rooms.get(self.config.room)
-        if room is None:
-            raise SendFailed(f"the box has not joined {self.config.room}")
-        if self.config.encrypted and not room.encrypted:
-            raise SendFailed(f"{self.config.room} is not encrypted and encrypted = true")
-        content = _content(post)
-        try:
-            answer = await client.room_send(
-                self.config.room, "m.room.message", content,
-                tx_id=f"bx-{self._tag}-{_key_digest(post.key)}-{post.version}",
-                ignore_unverified_devices=True,
-            )  # fmt: skip
-        except NETWORK as error:
-            raise SendFailed(f"the homeserver does not answer: {error}") from None
-        except Exception as error:  # nio's encryption errors: tried again after a sync
-            raise SendFailed(f"{type(error).__name__}: {error}") from None
-        if isinstance(answer, nio.RoomSendResponse):
-            return str(answer.event_id)
-        raise SendFailed(f"the homeserver answered {getattr(answer, 'status_code', '?')}")
-
-
-def _content(post: Post) -> dict[str, Any]:
-    """A new message in its thread, or an edit of the post already sent; plain text only."""
-    if post.event_id is not None:
-        return {
-            "msgtype": "m.notice",
-            "body": f"* {post.text}",
-            "m.new_content": {"msgtype": "m.notice", "body": post.text},
-            "m.relates_to": {"rel_type": "m.replace", "event_id": post.event_id},
-        }
-    content: dict[str, Any] = {"msgtype": "m.notice", "body": post.text}
-    if post.thread is not None:
-        content["m.relates_to"] = {
-            "rel_type": "m.thread",
-            "event_id": post.thread,
-            "is_falling_back": post.reply_to is None,
-            "m.in_reply_to": {"event_id": post.reply_to or post.thread},
-        }
-    elif post.reply_to is not None:
-        content["m.relates_to"] = {"m.in_reply_to": {"event_id": post.reply_to}}
-    return content
-
-
-def _incoming(event: Any) -> Incoming | None:
-    """A text message or a reaction of the room, as `intake` reads it; None for anything
-    else (state, edits, notices)."""
-    encrypted = bool(getattr(event, "decrypted", False))
-    content = event.source.get("content", {}) if isinstance(event.source, dict) else {}
-    relates = content.get("m.relates_to") if isinstance(content, dict) else None
-    relates = relates if isinstance(relates, dict) else {}
-    if isinstance(event, nio.ReactionEvent):
-        return Incoming(event.event_id, event.sender, encrypted, key=str(event.key),
-                        reacts_to=str(event.reacts_to))  # fmt: skip
-    if isinstance(event, nio.MegolmEvent):  # could not be decrypted
-        return Incoming(event.event_id, event.sender, False)
-    if not isinstance(event, nio.RoomMessageText):
-        return None
-    if relates.get("rel_type") == "m.replace":
-        return None  # an owner's edit is not a new message
-    thread = relates.get("event_id") if relates.get("rel_type") == "m.thread" else None
-    reply = relates.get("m.in_reply_to")
-    reply_to = reply.get("event_id") if isinstance(reply, dict) else None
-    if thread is not None and relates.get("is_falling_back", False):
-        reply_to = None
-    return Incoming(
-        event.event_id, event.sender, encrypted, body=str(event.body),
-        thread=str(thread) if isinstance(thread, str) else None,
-        reply_to=str(reply_to) if isinstance(reply_to, str) else None,
-    )  # fmt: skip
-
-
-def _key_digest(key: Hashable) -> str:
-    return hashlib.sha256(repr(key).encode()).hexdigest()[:16]
 
 
 def _rid() -> str:
