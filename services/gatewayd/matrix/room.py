@@ -9,7 +9,6 @@ It decides nothing about who is heard (`intake` does); it reports its state in
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 import secrets
@@ -33,7 +32,7 @@ log = logging.getLogger("gatewayd")
 SYNC_WAIT_MS = 25_000  # a long poll of /sync
 REQUEST_S = 40.0  # one request to the homeserver, a long poll included
 #: What the homeserver being away raises through nio (aiohttp's errors, timeouts, sockets).
-NETWORK = (aiohttp.ClientError, TimeoutError, asyncio.TimeoutError, OSError)
+NETWORK = (aiohttp.ClientError, TimeoutError, OSError)  # asyncio's TimeoutError is TimeoutError
 NOT_ENCRYPTED = (
     "the room is not end-to-end encrypted and encrypted = true: nothing is sent or acted on"
 )
