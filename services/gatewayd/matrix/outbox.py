@@ -20,6 +20,7 @@ from bxcore.matrix_report import backoff_s
 log = logging.getLogger("gatewayd")
 
 POSTS_KEPT = 512  # settled posts remembered (to edit them), newest kept
+WAITING_KEPT = 2048  # posts waiting while the homeserver is away; past it the oldest is dropped
 EDIT_GAP_S = 0.4  # one post is edited at most this often while a turn streams
 
 
@@ -37,6 +38,11 @@ class Post:
 
 class SendFailed(Exception):
     """The homeserver did not take a post; tried again after a backoff."""
+
+
+class Refused(Exception):
+    """The homeserver refused a post for what it is (too large, forbidden): never tried
+    again, so that it holds up none behind it."""
 
 
 Send = Callable[[Post], Awaitable[str]]
@@ -71,6 +77,10 @@ class Outbox:
         post.text = text
         post.version += 1
         self._dirty[key] = None
+        while len(self._dirty) > WAITING_KEPT:
+            dropped, _ = self._dirty.popitem(last=False)
+            log.warning("matrix: more than %d posts wait; the oldest is dropped", WAITING_KEPT)
+            self._posts.pop(dropped, None)
         self._changed.set()
         self._forget_old()
 
@@ -99,6 +109,10 @@ class Outbox:
                 failures += 1
                 log.info("matrix: a post waits (%s); trying again", error)
                 await self._sleep(backoff_s(failures))
+                continue
+            except Refused as error:
+                log.warning("matrix: a post was refused (%s); dropped", error)
+                self._dirty.pop(key, None)
                 continue
             failures = 0
             first = post.event_id is None

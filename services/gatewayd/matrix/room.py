@@ -25,7 +25,7 @@ from bxcore.config_matrix import MatrixConfig
 from bxcore.matrix_report import Link, LinkState, Report, backoff_s
 from bxcore.messages import short
 from services.gatewayd.matrix.intake import Incoming
-from services.gatewayd.matrix.outbox import Post, SendFailed
+from services.gatewayd.matrix.outbox import Post, Refused, SendFailed
 
 log = logging.getLogger("gatewayd")
 
@@ -36,6 +36,8 @@ NETWORK = (aiohttp.ClientError, TimeoutError, OSError)  # asyncio's TimeoutError
 NOT_ENCRYPTED = (
     "the room is not end-to-end encrypted and encrypted = true: nothing is sent or acted on"
 )
+#: What the homeserver says of a post it will never take as it is (others are tried again).
+REFUSALS = frozenset({"M_TOO_LARGE", "M_BAD_JSON", "M_NOT_JSON", "M_FORBIDDEN", "M_INVALID_PARAM"})
 Take = Callable[[list[Incoming]], Awaitable[None]]
 
 
@@ -249,7 +251,11 @@ class Room:
             raise SendFailed(f"{type(error).__name__}: {error}") from None
         if isinstance(answer, nio.RoomSendResponse):
             return str(answer.event_id)
-        raise SendFailed(f"the homeserver answered {getattr(answer, 'status_code', '?')}")
+        code = getattr(answer, "status_code", None)
+        why = f"the homeserver answered {code}: {getattr(answer, 'message', '')}"
+        if code in REFUSALS:
+            raise Refused(why)
+        raise SendFailed(why)
 
 
 def _content(post: Post) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from bxcore.messages import (
 )
 from services.gatewayd.matrix.intake import Card
 from services.gatewayd.matrix.memo import Memo
-from services.gatewayd.matrix.outbox import Outbox, Post, SendFailed
+from services.gatewayd.matrix.outbox import Outbox, Post, Refused, SendFailed
 from services.gatewayd.matrix.posts import MOST_TEXT, TurnText, card_text
 
 pytestmark = pytest.mark.anyio
@@ -96,6 +96,27 @@ async def test_the_outbox_loses_nothing_and_sends_the_newest_text_once_back() ->
     assert sent == [(None, "one two three")]  # sent once, the newest, as a new message
     assert got == ["$e1"]
     assert pauses[:3] == [0.5, 1.0, 2.0]  # the backoff while away
+
+
+async def test_a_post_the_homeserver_refuses_holds_up_none_behind_it() -> None:
+    sent: list[str] = []
+
+    async def send(post: Post) -> str:
+        if post.text == "too large":
+            raise Refused("M_TOO_LARGE")
+        sent.append(post.text)
+        return f"$e{len(sent)}"
+
+    outbox = Outbox(sleep=lambda _s: anyio.sleep(0))
+    outbox.want("a", "too large")
+    outbox.want("b", "fine")
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(outbox.run, send)
+        with anyio.fail_after(5):
+            while outbox.waiting():
+                await anyio.sleep(0.001)
+        tasks.cancel_scope.cancel()
+    assert sent == ["fine"]
 
 
 def test_the_memo_keeps_threads_cards_and_what_was_acted_on(tmp_path: Path) -> None:
