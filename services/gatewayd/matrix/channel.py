@@ -115,10 +115,6 @@ class Channel:
         """One sync's new events of the room, in order."""
         memo = self._memo
         assert memo is not None
-        if not memo.synced:  # the room's past, before the box first listened: never acted on
-            memo.synced = True
-            memo.save()
-            return
         for event in events:
             await self._event(event)
 
@@ -127,6 +123,8 @@ class Channel:
         assert memo is not None
         if incoming.event_id in memo.acted:
             return  # taken before a restart, or again by a sync that was repeated
+        if incoming.at_ms < memo.since_ms:
+            return  # the room's past, from before the box first listened: never acted on
         action = intake.read(
             incoming,
             owners=self._owners,

@@ -53,6 +53,7 @@ class Incoming:
     reacts_to: str | None = None  # the event a reaction is on
     thread: str | None = None  # the root of the thread the event is in
     reply_to: str | None = None  # the event a message replies to
+    at_ms: int = 0  # when the homeserver says it was sent
 
 
 @dataclass(frozen=True)

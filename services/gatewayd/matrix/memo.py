@@ -18,6 +18,7 @@ from typing import Any
 
 from bxcore.atomic import write_atomically
 from bxcore.bounded import Bounded
+from bxcore.clock import now_ms
 from services.gatewayd.matrix.intake import Card
 
 log = logging.getLogger("gatewayd")
@@ -34,8 +35,9 @@ class Memo:
         self.next_session = 1
         self.cards: Bounded[str, Card] = Bounded(CARDS_KEPT)  # card event id → card
         self.acted: Bounded[str, None] = Bounded(ACTED_KEPT)
-        self.synced = False  # a first sync has been taken (older timeline is never acted on)
-        self._read()
+        self.since_ms = now_ms()  # when the box first listened: older events are never acted on
+        if not self._read():
+            self.save()  # `since_ms` holds from the first start on
 
     def __repr__(self) -> str:
         return (
@@ -62,26 +64,28 @@ class Memo:
             "next_session": self.next_session,
             "cards": {event: asdict(card) for event, card in self.cards.items()},
             "acted": [event for event, _ in self.acted.items()],
-            "synced": self.synced,
+            "since_ms": self.since_ms,
         }
         write_atomically(self._path, json.dumps(body, sort_keys=True).encode())
 
-    def _read(self) -> None:
+    def _read(self) -> bool:
+        """Whether the file was there and read (one that cannot be read is set aside)."""
         try:
             body: Any = json.loads(self._path.read_bytes())
             threads = {str(k): str(v) for k, v in body["threads"].items()}
             next_session = int(body["next_session"])
             cards = [(str(k), Card(**v)) for k, v in body["cards"].items()]
             acted = [str(event) for event in body["acted"]]
-            synced = bool(body["synced"])
+            since_ms = int(body["since_ms"])
         except FileNotFoundError:
-            return
+            return False
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
             log.warning("%s cannot be read (%s); set aside, starting afresh", self._path, error)
             os.replace(self._path, self._path.with_suffix(".json.bad"))
-            return
-        self.threads, self.next_session, self.synced = threads, next_session, synced
+            return False
+        self.threads, self.next_session, self.since_ms = threads, next_session, since_ms
         for event, card in cards:
             self.cards.put(event, card)
         for event in acted:
             self.acted.put(event, None)
+        return True

@@ -284,14 +284,15 @@ def _incoming(event: Any) -> Incoming | None:
     """A text message or a reaction of the room, as `intake` reads it; None for anything
     else (state, edits, notices)."""
     encrypted = bool(getattr(event, "decrypted", False))
+    at_ms = int(getattr(event, "server_timestamp", 0) or 0)
     content = event.source.get("content", {}) if isinstance(event.source, dict) else {}
     relates = content.get("m.relates_to") if isinstance(content, dict) else None
     relates = relates if isinstance(relates, dict) else {}
     if isinstance(event, nio.ReactionEvent):
         return Incoming(event.event_id, event.sender, encrypted, key=str(event.key),
-                        reacts_to=str(event.reacts_to))  # fmt: skip
+                        reacts_to=str(event.reacts_to), at_ms=at_ms)  # fmt: skip
     if isinstance(event, nio.MegolmEvent):  # could not be decrypted
-        return Incoming(event.event_id, event.sender, False)
+        return Incoming(event.event_id, event.sender, False, at_ms=at_ms)
     if not isinstance(event, nio.RoomMessageText):
         return None
     if relates.get("rel_type") == "m.replace":
@@ -304,7 +305,7 @@ def _incoming(event: Any) -> Incoming | None:
     return Incoming(
         event.event_id, event.sender, encrypted, body=str(event.body),
         thread=str(thread) if isinstance(thread, str) else None,
-        reply_to=str(reply_to) if isinstance(reply_to, str) else None,
+        reply_to=str(reply_to) if isinstance(reply_to, str) else None, at_ms=at_ms,
     )  # fmt: skip
 
 
