@@ -300,3 +300,22 @@ def test_a_card_settled_elsewhere_is_edited_to_say_so(enc: World) -> None:
     w.box_post("desk ran it")
     w.phone.wait_post(w.box.user_id, lambda p, text: p.event_id == card
                       and text.endswith(": approved elsewhere"), 30, "the card edited")  # fmt: skip
+
+
+def test_a_turn_that_ends_while_gatewayd_is_down_is_edited_in_place_after(enc: World) -> None:
+    w = enc
+    w.model.script("a long job", w.model.calls(("read_file", args(path="/nowhere/long"))),
+                   Answer("finished while gatewayd was away", delay_s=3))  # fmt: skip
+    w.phone.send(w.room, "a long job")
+    post = w.phone.wait_post(w.box.user_id, lambda _p, text: '"/nowhere/long"' in text, 30,
+                             "the turn's message")  # fmt: skip
+    wait_until(lambda: len(w.model.requests_for("a long job")) == 2, 20, "the second step")
+    os.killpg(w.gatewayd.pid, signal.SIGKILL)
+    w.gatewayd.process.wait(timeout=10)
+    time.sleep(3.5)  # the turn ends meanwhile
+    w.start_gatewayd()
+    w.phone.wait_post(w.box.user_id, lambda p, text: p.event_id == post.event_id
+                      and "finished while gatewayd was away" in text, 60,
+                      "the same message edited")  # fmt: skip
+    text = w.phone.text_of(post.event_id)
+    assert text.count('"/nowhere/long"') == 1  # every line once

@@ -20,7 +20,7 @@ from bxcore.client import Client, ProtocolError, Unreachable
 from bxcore.clock import now_ms
 from bxcore.config_matrix import MatrixConfig
 from bxcore.home import Home
-from bxcore.ids import descends, parent_of_sub
+from bxcore.ids import parent_of_sub
 from bxcore.matrix_report import Report
 from bxcore.messages import (
     ApprovalInfo,
@@ -52,13 +52,13 @@ from services.gatewayd.matrix.intake import Card, Incoming
 from services.gatewayd.matrix.memo import Memo
 from services.gatewayd.matrix.outbox import Outbox
 from services.gatewayd.matrix.posts import (
-    TurnText,
     card_text,
     card_title,
     how_settled,
     settled_text,
 )
 from services.gatewayd.matrix.room import Room
+from services.gatewayd.matrix.turns import Turns
 
 log = logging.getLogger("gatewayd")
 
@@ -86,7 +86,7 @@ class Channel:
         self._room = Room(config, Report(home), token)
         self._outbox = Outbox()
         self._memo: Memo | None = None
-        self._turns: dict[tuple[str, int], TurnText] = {}
+        self._turns: Turns | None = None
         self._by: dict[str, str] = {}  # approvals this channel settles: the owner's id
         self._infos: dict[str, ApprovalInfo] = {}  # approvals carded or to be, by id
 
@@ -101,7 +101,9 @@ class Channel:
         store = folder / "store"
         store.mkdir(mode=0o700, exist_ok=True)
         self._memo = Memo(folder)
+        self._turns = Turns(self._memo, self._outbox, self._loop)
         async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self._turns.resume)
             tasks.start_soon(self._room.run, store, self._take, self._send_and_reconcile)
 
     async def _send_and_reconcile(self) -> None:
@@ -250,10 +252,10 @@ class Channel:
 
     def take(self, message: object) -> None:
         """An event of loopd's or brokerd's stream, as gatewayd got it."""
-        if self._memo is None:
+        if self._memo is None or self._turns is None:
             return
         if isinstance(message, TurnEvent):
-            self._turn_event(message)
+            self._turns.take(message)
         elif isinstance(message, ApprovalRequested):
             self._card(message.approval)
         elif isinstance(message, ApprovalSettled):
@@ -261,31 +263,8 @@ class Channel:
             self._settled(message.approval, how_settled(message.state, by))
 
     def _thread_of(self, session: str) -> str | None:
-        memo = self._memo
-        assert memo is not None
-        for root, known in memo.threads.items():
-            if descends(session, known):
-                return root
-        return None
-
-    def _turn_event(self, event: TurnEvent) -> None:
-        memo = self._memo
-        assert memo is not None
-        root = self._thread_of(event.session)  # a phone session's, or one of its sub-agents'
-        if root is None:
-            return
-        key = (event.session, event.turn)
-        turn = self._turns.get(key)
-        if turn is None:
-            sub = event.session not in memo.threads.values()
-            heading = [f"sub-agent {visible(event.session)}:"] if sub else []
-            turn = self._turns[key] = TurnText(event.session, event.turn, [heading])
-            while len(self._turns) > 64:
-                del self._turns[next(iter(self._turns))]
-        for part in turn.take(event):
-            text = turn.text(part)
-            if text:
-                self._outbox.want(("turn", *key, part), text, thread=root, reply_to=None)
+        assert self._turns is not None
+        return self._turns.thread_of(session)
 
     def _card(self, info: ApprovalInfo) -> None:
         memo = self._memo

@@ -84,6 +84,12 @@ class Outbox:
         self._changed.set()
         self._forget_old()
 
+    def adopt(self, key: Hashable, event_id: str, thread: str | None) -> None:
+        """Post `key` is already in the room as `event_id` (posted before a restart): what is
+        wanted of it from now on is an edit."""
+        if key not in self._posts:
+            self._posts[key] = Post(key, thread, None, "", event_id=event_id)
+
     def event_of(self, key: Hashable) -> str | None:
         post = self._posts.get(key)
         return None if post is None else post.event_id
