@@ -19,7 +19,7 @@ from bxcore.messages import (
     TurnEvent,
 )
 from services.gatewayd.matrix.intake import Card
-from services.gatewayd.matrix.memo import Memo
+from services.gatewayd.matrix.memo import Memo, TurnMark
 from services.gatewayd.matrix.outbox import Outbox, Post, Refused, SendFailed
 from services.gatewayd.matrix.posts import MOST_TEXT, TurnText, card_text
 
@@ -124,11 +124,14 @@ def test_the_memo_keeps_threads_cards_and_what_was_acted_on(tmp_path: Path) -> N
     assert memo.new_session("$root") == "mx-1"
     memo.cards.put("$card", Card("abcd2345", "$root", "t", session_scope=False))
     memo.acted.put("$ev", None)
+    memo.turns.put("mx-1", TurnMark(3, 17, ("$t1", "$t2")))
     memo.save()
     again = Memo(tmp_path)
     assert again.threads == {"$root": "mx-1"} and again.new_session("$r2") == "mx-2"
     assert again.cards.get("$card") == Card("abcd2345", "$root", "t", session_scope=False)
     assert "$ev" in again.acted and again.card_of("abcd2345") == "$card"
+    assert again.turns.get("mx-1") == TurnMark(3, 17, ("$t1", "$t2"))
+    assert again.since_ms == memo.since_ms  # when the box first listened, kept
 
 
 def test_a_memo_that_cannot_be_read_is_set_aside(tmp_path: Path) -> None:
