@@ -15,6 +15,7 @@ import secrets
 from dataclasses import replace
 
 import anyio
+from anyio.abc import TaskGroup
 
 from bxcore.client import Client, ProtocolError, Unreachable
 from bxcore.clock import now_ms
@@ -87,6 +88,7 @@ class Channel:
         self._outbox = Outbox()
         self._memo: Memo | None = None
         self._turns: Turns | None = None
+        self._tasks: TaskGroup | None = None  # commands and verdicts, beside the sync loop
         self._by: dict[str, str] = {}  # approvals this channel settles: the owner's id
         self._infos: dict[str, ApprovalInfo] = {}  # approvals carded or to be, by id
 
@@ -103,6 +105,7 @@ class Channel:
         self._memo = Memo(folder)
         self._turns = Turns(self._memo, self._outbox, self._loop)
         async with anyio.create_task_group() as tasks:
+            self._tasks = tasks
             tasks.start_soon(self._turns.resume)
             tasks.start_soon(self._room.run, store, self._take, self._send_and_reconcile)
 
@@ -142,6 +145,10 @@ class Channel:
         await self._act(action, session, incoming)
 
     async def _act(self, action: intake.Action, session: str | None, event: Incoming) -> None:
+        """Owner messages in order, here; what may take a while (a stop waits for its turn to
+        end) beside the sync loop, so the next event is not held up."""
+        tasks = self._tasks
+        assert tasks is not None
         if isinstance(action, intake.Ignore):
             log.warning("matrix: not acted on: %s (event %s)", action.why, event.event_id)
         elif isinstance(action, intake.Say):
@@ -150,13 +157,16 @@ class Channel:
             assert session is not None
             await self._owner_message(session, action)
         elif isinstance(action, intake.Stop):
-            await self._stop(action.session, action.thread, action.reply_to)
+            tasks.start_soon(self._stop, action.session, action.thread, action.reply_to)
         elif isinstance(action, intake.StopAll):
-            await self._stop_all(action.thread, action.reply_to)
+            tasks.start_soon(self._stop_all, action.thread, action.reply_to)
         elif isinstance(action, intake.Status):
-            self._say(await self._status(), action.thread, action.reply_to)
+            tasks.start_soon(self._answer_status, action.thread, action.reply_to)
         else:
-            await self._verdict(action)
+            tasks.start_soon(self._verdict, action)
+
+    async def _answer_status(self, thread: str | None, reply_to: str) -> None:
+        self._say(await self._status(), thread, reply_to)
 
     def _say(self, text: str, thread: str | None, reply_to: str) -> None:
         self._outbox.want(("say", reply_to, text[:40]), text, thread=thread, reply_to=reply_to)
