@@ -112,6 +112,14 @@ def card_of(w: World, command: str) -> str:
     ).event_id
 
 
+def offered_on(w: World, card: str) -> list[str]:
+    """The reactions the box put under its card, for the owner to tap."""
+    with w.phone._lock:
+        seen = list(w.phone.seen)
+    return [s.relates.get("key", "") for s in seen if s.kind == "reaction"
+            and s.sender == w.box.user_id and s.relates.get("event_id") == card]  # fmt: skip
+
+
 def verdicts(w: World) -> list[dict[str, object]]:
     """The owner's verdicts in the ledger (an expiry is recorded as one too: not these)."""
     records = [json.loads(line) for line in ledger_lines(w.home)]
@@ -143,6 +151,9 @@ def test_an_approval_by_reaction_runs_exactly_the_call_the_card_shows(
         session = w.session_of(root)
         assert f"approval {approval}: shell in session {session}" in w.phone.text_of(card)
         before = len(verdicts(w))
+        offered = wait_until(lambda: offered_on(w, card) == ["✅", "🔁", "❌"] or None, 20,
+                             "the card's reactions offered")  # fmt: skip
+        assert offered
         # a stranger's reaction, and the owner's on another event, settle nothing
         stranger.react(w.room, card, "✅")
         w.box_post("Only an owner's reaction settles a card")

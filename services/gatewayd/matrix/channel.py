@@ -289,6 +289,9 @@ class Channel:
             scope = info.why is not AskWhy.UNTRUSTED  # §9: never session-wide for these
             memo.cards.put(event_id, Card(info.approval, thread, title, session_scope=scope))
             memo.save()
+            keys = [intake.APPROVE_ONCE, *([intake.APPROVE_SESSION] if scope else []), intake.DENY]
+            if self._tasks is not None:  # offered: the owner taps one under the card
+                self._tasks.start_soon(self._room.offer, event_id, keys)
 
         self._outbox.want(("card", info.approval), card_text(info, now_ms()), thread=thread,
                           on_sent=sent)  # fmt: skip

@@ -227,6 +227,22 @@ class Room:
 
     # --- sending -----------------------------------------------------------------------------
 
+    async def offer(self, event_id: str, keys: list[str]) -> None:
+        """The box's own reactions under a card, so the owner's app offers them to tap; best
+        effort (a card takes the owner's reactions whether or not these are there)."""
+        client = self._client
+        if client is None:
+            return
+        for key in keys:
+            content = {"m.relates_to": {"rel_type": "m.annotation", "event_id": event_id,
+                                        "key": key}}  # fmt: skip
+            try:
+                await client.room_send(self.config.room, "m.reaction", content,
+                                       ignore_unverified_devices=True)  # fmt: skip
+            except NETWORK as error:
+                log.info("matrix: a card's reactions not offered (%s)", error)
+                return
+
     async def send(self, post: Post) -> str:
         """`post` sent, or edited; its event id (`SendFailed`: tried again later)."""
         client = self._client
