@@ -12,7 +12,7 @@ import os
 import pwd
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -58,7 +58,7 @@ def status(
     disks = home_disks(home)
     mcp = mcp_cmds.server_rows(home) if _has_mcp(home) else []
     tokens = tokens_view.today(home, report.services)
-    matrix = matrix_report.read_line(home) if _has_matrix(home) else None
+    matrix = _matrix(home, report) if _has_matrix(home) else None
     if as_json:
         print_json(
             {
@@ -73,7 +73,7 @@ def status(
                 "ledger": None if ledger is None else ledger.json(),
                 "disks": disk_json(disks),
                 "tokens": tokens_view.tokens_json(tokens),
-                "matrix": matrix_report.read(home) if matrix is not None else None,
+                "matrix": _matrix_json(home, matrix),
                 "warnings": warnings,
             }
         )
@@ -124,6 +124,26 @@ def home_disks(home: Home) -> list[disk.Disk]:
             ("the logs", home.logs),
         ]
     )
+
+
+GATEWAYD_DOWN = "matrix: gatewayd is not running"
+
+
+def _matrix(home: Home, report: SupervisorReport) -> tuple[str, str] | None:
+    """The phone channel's line, while gatewayd runs (a report it left behind says nothing)."""
+    gatewayd = next((info for info in report.services if info.name == "gatewayd"), None)
+    if gatewayd is None:
+        return None
+    if gatewayd.state is not ServiceState.RUNNING:
+        return GATEWAYD_DOWN, "yellow"
+    return matrix_report.read_line(home)
+
+
+def _matrix_json(home: Home, line: tuple[str, str] | None) -> dict[str, Any] | None:
+    """What gatewayd reported of the channel, while it runs; else None."""
+    if line is None or line[0] == GATEWAYD_DOWN:
+        return None
+    return matrix_report.read(home)
 
 
 def _has_matrix(home: Home) -> bool:

@@ -114,6 +114,7 @@ class Room:
                 tasks.start_soon(self._sync_forever, client, take)
                 tasks.start_soon(beside)
         finally:
+            self._report.clear()  # gatewayd stopping: no report left to be taken for the truth
             with anyio.CancelScope(shield=True):
                 await client.close()
 
