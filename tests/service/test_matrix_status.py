@@ -79,3 +79,20 @@ def test_a_channel_without_its_token_is_failed_and_names_the_variable(home: Path
 
     said = wait_until(failed, 30, "the channel failed")
     assert "BX_TEST_MATRIX_NO_SUCH_TOKEN" in said and "is not set" in said
+
+
+def test_a_matrix_folder_others_can_read_fails_the_channel_not_the_box(home: Path) -> None:
+    init_home(home, matrix_config("BX_TEST_MATRIX_TOKEN"))
+    (home / "matrix").mkdir(mode=0o755)
+    (home / "matrix").chmod(0o755)
+    flags = [arg for name in FOUR for arg in ("--service", name)]
+    assert bxctl(home, "up", *flags, token="syt_whatever").returncode == 0
+
+    def failed() -> str | None:
+        result = bxctl(home, "status")
+        return result.stdout if "matrix: failed" in result.stdout else None
+
+    said = wait_until(failed, 30, "the channel failed")
+    assert "has mode 755, not 700" in said
+    data = json.loads(bxctl(home, "status", "--json").stdout)
+    assert all(s["state"] == "running" for s in data["services"])

@@ -99,15 +99,19 @@ class Channel:
 
     async def run(self) -> None:
         """The channel until cancelled; it never raises for what the homeserver does."""
-        folder = self._home.ensure_matrix()
-        store = folder / "store"
-        store.mkdir(mode=0o700, exist_ok=True)
-        self._memo = Memo(folder)
-        self._turns = Turns(self._memo, self._outbox, self._loop)
-        async with anyio.create_task_group() as tasks:
-            self._tasks = tasks
-            tasks.start_soon(self._turns.resume)
-            tasks.start_soon(self._room.run, store, self._take, self._send_and_reconcile)
+        try:
+            folder = self._home.ensure_matrix()
+            store = folder / "store"
+            store.mkdir(mode=0o700, exist_ok=True)
+            self._memo = Memo(folder)
+            self._turns = Turns(self._memo, self._outbox, self._loop)
+            async with anyio.create_task_group() as tasks:
+                self._tasks = tasks
+                tasks.start_soon(self._turns.resume)
+                tasks.start_soon(self._room.run, store, self._take, self._send_and_reconcile)
+        except Exception as error:  # the box goes on without its phone, and says why
+            log.exception("matrix: the channel stopped")
+            self._room.fail(f"the channel stopped: {type(error).__name__}: {error}")
 
     async def _send_and_reconcile(self) -> None:
         async with anyio.create_task_group() as tasks:

@@ -82,6 +82,10 @@ class Room:
 
     # --- running -----------------------------------------------------------------------------
 
+    def fail(self, reason: str) -> None:
+        """The channel cannot go on (a fault of its own): said, and left so."""
+        self._set(LinkState.FAILED, short(reason))
+
     async def run(
         self, store: Path, take: Take, beside: Callable[[], Coroutine[Any, Any, None]]
     ) -> None:
@@ -159,9 +163,13 @@ class Room:
                 answer = None
                 why = f"the homeserver does not answer: {error or type(error).__name__}"
             if isinstance(answer, nio.SyncResponse):
-                failures = 0
-                await self._took(client, answer, take)
-                continue
+                try:
+                    await self._took(client, answer, take)
+                except NETWORK as error:  # a join, say, cut off: the next sync tries again
+                    why = f"the homeserver went away: {error or type(error).__name__}"
+                else:
+                    failures = 0
+                    continue
             if isinstance(answer, nio.ErrorResponse):
                 if answer.status_code == "M_UNKNOWN_TOKEN":
                     self._set(LinkState.FAILED, "the homeserver no longer knows the access "
