@@ -31,6 +31,10 @@ NOT_A_CARD = (
     "That is not an approval card: a verdict counts only as a reaction on the card itself "
     "(or a reply to it)."
 )
+UNDECRYPTED = (
+    "The box could not decrypt that (the room key had not reached its device): nothing was "
+    "done. Send it again; if this goes on, check the box's device in the room's settings."
+)
 ONLY_OWNERS = "Only an owner's reaction settles a card: this changes nothing."
 NOT_ENCRYPTED = (
     "That reaction was not end-to-end encrypted, and this box acts only on encrypted ones: "
@@ -54,6 +58,7 @@ class Incoming:
     thread: str | None = None  # the root of the thread the event is in
     reply_to: str | None = None  # the event a message replies to
     at_ms: int = 0  # when the homeserver says it was sent
+    undecrypted: bool = False  # an encrypted event the box holds no key for
 
 
 @dataclass(frozen=True)
@@ -144,6 +149,8 @@ def read(
         if on_card is not None:  # answered, never acted on
             return Say(on_card.thread, ONLY_OWNERS, event.reacts_to or "")
         return Ignore(f"from {event.sender}, who is not an owner")
+    if event.undecrypted:
+        return Say(event.thread, UNDECRYPTED, event.event_id)
     if encrypted and not event.encrypted:
         if on_card is not None:
             return Say(on_card.thread, NOT_ENCRYPTED, event.reacts_to or "")

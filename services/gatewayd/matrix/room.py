@@ -317,7 +317,9 @@ def _incoming(event: Any) -> Incoming | None:
         return Incoming(event.event_id, event.sender, encrypted, key=str(event.key),
                         reacts_to=str(event.reacts_to), at_ms=at_ms)  # fmt: skip
     if isinstance(event, nio.MegolmEvent):  # could not be decrypted
-        return Incoming(event.event_id, event.sender, False, at_ms=at_ms)
+        thread = relates.get("event_id") if relates.get("rel_type") == "m.thread" else None
+        return Incoming(event.event_id, event.sender, False, at_ms=at_ms, undecrypted=True,
+                        thread=thread if isinstance(thread, str) else None)  # fmt: skip
     if not isinstance(event, nio.RoomMessageText):
         return None
     if relates.get("rel_type") == "m.replace":

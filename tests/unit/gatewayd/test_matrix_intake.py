@@ -76,6 +76,7 @@ def test_an_owners_event_asks_for_what_it_says(
         message("hello", encrypted=False),
         message("stop all", encrypted=False),
         reaction("✅", on="$elsewhere", sender=OTHER),
+        Incoming("$ev", OTHER, False, undecrypted=True),
         reaction("👍", on="$root"),
     ],
 )
@@ -93,6 +94,7 @@ def test_what_is_never_acted_on_is_only_logged(event: Incoming) -> None:
         (reaction("✅"), SETTLED, "Already settled (approved by @me:example.org)"),
         (message("yes please", reply_to="$card"), CARDS, "says `approve`, `session` or `deny`"),
         (message("stop"), CARDS, "Nothing to stop here"),
+        (Incoming("$ev", ME, False, undecrypted=True), CARDS, "could not decrypt"),
         (reaction("🔁"), UNTRUSTED, "🔁 cannot settle this card"),
         (message("hi", thread="$unknown"), CARDS, "not one of the box's sessions"),
     ],
