@@ -160,7 +160,9 @@ def read(
     if event.body is None:
         return Ignore(f"from {event.sender}, neither a text message nor a reaction")
     if event.reply_to is not None and event.reply_to in cards:
-        return _reply_to_card(event, cards[event.reply_to])
+        return _reply_to_card(event, event.reply_to, cards[event.reply_to])
+    if event.thread is not None and event.thread in cards:  # in the thread a card began
+        return _reply_to_card(event, event.thread, cards[event.thread])
     words = " ".join(_without_fallback(event.body).split()).lower()
     if words == "stop all":
         return StopAll(event.thread, event.event_id)
@@ -200,14 +202,14 @@ NO_SESSION_SCOPE = (
 )
 
 
-def _reply_to_card(event: Incoming, card: Card) -> Action:
-    assert event.reply_to is not None and event.body is not None
+def _reply_to_card(event: Incoming, card_event: str, card: Card) -> Action:
+    assert event.body is not None
     word = _without_fallback(event.body).strip().lower()
     found = VERDICT_WORDS.get(word)
     if found is None:
         return Say(card.thread, "A reply to a card says `approve`, `session` or `deny`; "
                    "nothing else.", event.event_id)  # fmt: skip
-    return _verdict(event, event.reply_to, card, found)
+    return _verdict(event, card_event, card, found)
 
 
 def _verdict(event: Incoming, card_event: str, card: Card, found: tuple[bool, Scope]) -> Action:

@@ -59,6 +59,7 @@ def decide(event: Incoming, encrypted: bool = True, cards: dict[str, Card] = CAR
          verdict(False, Scope.ONCE)),
         (message("> <@box:x> approval …\n\nsession", reply_to="$card"), True,
          verdict(True, Scope.SESSION)),
+        (message("Approve", thread="$card"), True, verdict(True, Scope.ONCE)),
     ],
 )  # fmt: skip
 def test_an_owners_event_asks_for_what_it_says(
