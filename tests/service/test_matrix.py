@@ -18,8 +18,12 @@ import pytest
 from bxcore.messages import (
     Accepted,
     AssistantText,
+    EndReason,
     Events,
     EventsQuery,
+    HistoryQuery,
+    JobRun,
+    JobRunStarted,
     OwnerMessage,
     Scope,
     SessionsQuery,
@@ -218,9 +222,20 @@ def test_stop_in_a_thread_stops_its_turn_and_stop_all_stops_every_turn(enc: Worl
     w.phone.send(w.room, "slow three")
     wait_until(lambda: w.model.requests_for("slow two") and w.model.requests_for("slow three"),
                20, "both turns asked the model")  # fmt: skip
+    # and a job's run, which is no phone session's
+    (w.home / "jobs").mkdir(exist_ok=True)
+    (w.home / "jobs" / "nightly.toml").write_text(
+        'schedule = "0 3 1 1 *"\nprompt = "the nightly job"\ngrants = ["memory"]\n'
+    )
+    w.model.script("the nightly job", Answer("never said", delay_s=60))
+    started = w.daemons["loopd"].ask(JobRun("j1", "nightly"))
+    assert isinstance(started, JobRunStarted), started
+    wait_until(lambda: w.model.requests_for("the nightly job"), 20, "the job's run asked")
     w.phone.send(w.room, "stop all")
-    w.box_post("Stopped 2 of 2 running")
+    w.box_post("Stopped 3 of 3 running")
     wait_until(lambda: stopped_posts(w) == before + 3, 20, "all three turns stopped")
+    history = w.daemons["loopd"].ask(HistoryQuery("h", started.session, None))
+    assert TurnEnd(EndReason.CANCELLED) in [e.event for e in history.events]
     assert not any("never said" in w.phone.text_of(p.event_id)
                    for p in w.phone.posts_of(w.box.user_id))  # fmt: skip
 
