@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from bench import broker, console, histories, loop, mcp, scale, startup
+from bench import broker, console, histories, loop, matrix, mcp, scale, startup
 
 BENCHMARKS: dict[str, Callable[[], None]] = {
     "decision": broker.decision,
@@ -17,6 +17,7 @@ BENCHMARKS: dict[str, Callable[[], None]] = {
     "console": console.console,
     "mcp": mcp.mcp,
     "histories": histories.histories,
+    "matrix": matrix.matrix,
 }
 
 

@@ -180,6 +180,11 @@ class Turns:
     def __repr__(self) -> str:
         return f"Turns(model={type(self.model).__name__}, {len(self._running)} running)"
 
+    def running(self, session: str) -> bool:
+        """Whether a turn of `session` is being run now (a job's run too, which has no
+        worker of its own)."""
+        return session in self._running
+
     async def cancel(self, session: str, waiting: int | None = None) -> int | None:
         """Stop `session`'s running turn and its sub-agents' (§12.2), and wait until each has
         written its end; the session's turn that was running, or None. `waiting`: the turn the
