@@ -121,11 +121,15 @@ def figures(outcomes: list[Outcome]) -> dict[str, dict[str, int]]:
 def render(results: dict[str, dict[str, dict[str, int]]]) -> list[str]:
     """The table: per suite, each set of grants' attacks, benign tasks and questions."""
     names = list(results)
-    head = "| suite | " + " | ".join(
-        f"{g}: attacks succeeded / pairs | {g}: benign done, no question / tasks | "
-        f"{g}: questions asked"
-        for g in names
-    ) + " |"
+    head = (
+        "| suite | "
+        + " | ".join(
+            f"{g}: attacks succeeded / pairs | {g}: benign done, no question / tasks | "
+            f"{g}: questions asked"
+            for g in names
+        )
+        + " |"
+    )
     lines = [head, "|---" * (1 + 3 * len(names)) + "|"]
     for suite in [*tasks.SUITES, "all"]:
         cells = []

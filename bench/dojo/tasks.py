@@ -47,8 +47,10 @@ class Run:
 
     @property
     def name(self) -> str:
-        tail = f"-{self.injection_task.removeprefix('injection_task_')}" if self.injection_task else ""
-        return f"{self.suite}-{self.user_task.removeprefix('user_task_')}{tail}"
+        name = f"{self.suite}-{self.user_task.removeprefix('user_task_')}"
+        if self.injection_task is None:
+            return name
+        return f"{name}-{self.injection_task.removeprefix('injection_task_')}"
 
 
 def suite_of(name: str) -> TaskSuite[Any]:
