@@ -42,7 +42,7 @@ def main() -> None:
     given = parser.parse_args()
     for name in given.names or list(BENCHMARKS):
         if name == "agentdojo":
-            from bench.dojo import agentdojo  # imports AgentDojo: the `bench` extra
+            from bench.dojo.run import agentdojo  # imports AgentDojo: the `bench` extra
 
             agentdojo(given.sample, given.json)
         elif name == "toolcall" and given.peers:

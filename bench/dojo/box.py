@@ -164,7 +164,8 @@ class Turn:
     ended."""
 
     asked: list[str] = field(default_factory=list)  # each approval's `why`
-    targets: list[str] = field(default_factory=list)  # each asked target not the owner's
+    targets: list[str] = field(default_factory=list)  # each asked target not the owner's:
+    # `tool /pointer=value (origin)`
     ended: str = ""
 
 
@@ -195,7 +196,7 @@ class Owner:
                 denied.add(info.approval)
                 seen.asked.append(str(info.why))
                 seen.targets += [
-                    f"{t.at}={t.value} ({t.origin})"
+                    f"{info.tool} {t.at}={t.value} ({t.origin})"
                     for t in info.targets or ()
                     if t.origin != "owner"
                 ]

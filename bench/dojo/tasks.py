@@ -100,7 +100,7 @@ class _Named:
 
 @cache
 def _attack(suite: str) -> ImportantInstructionsAttack:
-    return ImportantInstructionsAttack(suite_of(suite), _Named())  # type: ignore[arg-type]
+    return ImportantInstructionsAttack(suite_of(suite), _Named())
 
 
 def injections(run: Run) -> dict[str, str]:
