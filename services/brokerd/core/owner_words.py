@@ -147,7 +147,7 @@ class Words:
 
 def _beside_a_month(tokens: Sequence[str], n: int) -> bool:
     """Whether the token before or after `tokens[n]` is a month's name."""
-    near = tokens[max(n - 1, 0) : n] + tokens[n + 1 : n + 2]
+    near = [*tokens[max(n - 1, 0) : n], *tokens[n + 1 : n + 2]]
     return any(_lower(bare(token)) in MONTHS for token in near)
 
 
