@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from bench import broker, console, loop, mcp, scale, startup
+from bench import broker, console, histories, loop, mcp, scale, startup
 
 BENCHMARKS: dict[str, Callable[[], None]] = {
     "decision": broker.decision,
@@ -16,6 +16,7 @@ BENCHMARKS: dict[str, Callable[[], None]] = {
     "scale": scale.scale,
     "console": console.console,
     "mcp": mcp.mcp,
+    "histories": histories.histories,
 }
 ON_REQUEST = ("agentdojo",)  # run only when named
 

@@ -1,9 +1,14 @@
-"""Real daemons for the benchmarks: a fresh home, started processes, a sync client."""
+"""Real daemons for the benchmarks: a fresh home, started processes, a sync client.
+
+A bench's home never takes the console's default port (8420, SPEC §12.1): another box on the
+machine may hold it, so each home is given a free one (issue 28).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -19,13 +24,22 @@ from bxcore import wire
 from bxcore.home import Home
 from bxcore.messages import Ping
 from bxctl.init import init_home
+from tests.support.daemons import free_port
 
 
 def fresh_home(folder: Path, config: str = "") -> Home:
+    """A new home in `folder` with `config`, and a free console port unless it names one."""
     home = Home(folder / "home")
     init_home(home)
-    home.config.write_text(config)
+    home.config.write_text(with_free_console(config))
     return home
+
+
+def with_free_console(config: str) -> str:
+    """`config` with `[console] port` set to a free port, unless it has a `[console]` table."""
+    if re.search(r"^\s*\[console\]", config, re.MULTILINE):
+        return config
+    return f"{config.rstrip()}\n[console]\nport = {free_port()}\n".lstrip()
 
 
 @contextlib.contextmanager

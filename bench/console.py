@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -25,10 +24,9 @@ import httpx
 import psutil
 
 from bench import floors
-from bench.box import remove
+from bench.box import fresh_home, remove
 from bench.stats import save, show, summary, verdict
 from bxcore.home import Home
-from bxctl.init import init_home
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -37,19 +35,10 @@ ROUNDS = 60
 PAGES = 50
 
 
-def _port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 @contextlib.contextmanager
 def _box() -> Iterator[tuple[Home, str]]:
     folder = floors.scratch()
-    home = Home(folder / "home")
-    init_home(home)
-    home.config.write_text(f"[console]\nport = {_port()}\n")
+    home = fresh_home(folder)
     bxctl = [sys.executable, "-m", "bxctl", "--home", str(home.root)]
     try:
         up = subprocess.run([*bxctl, "up"], capture_output=True, text=True, timeout=60)
@@ -70,21 +59,30 @@ def _gatewayd(home: Home) -> psutil.Process:
     raise RuntimeError("gatewayd is not running")
 
 
+# The page's own stream reader and key (the page is logged in): what the console itself uses.
 _ROUND_TRIPS = """async (rounds) => {
-  const stream = new EventSource("/api/events");
-  await new Promise((ready) => stream.addEventListener("hello", ready, { once: true }));
+  const { keyed } = await import("/static/js/api.js");
+  const { listen } = await import("/static/js/events.js");
+  let ready;
+  let waiting = null;
+  const hello = new Promise((done) => { ready = done; });
+  const stream = listen("/api/events", {
+    headers: keyed,
+    on: (name, data) => {
+      if (name === "hello") ready();
+      if (name === "turn" && waiting && data.includes(waiting.text)) waiting.done();
+    },
+    down: () => {},
+    refused: () => {},
+  });
+  await hello;
   const samples = [];
   for (let i = 0; i < rounds; i++) {
     const text = `bench ${i} ${Math.random()}`;
-    const seen = new Promise((done) => {
-      const on = (event) => {
-        if (event.data.includes(text)) { stream.removeEventListener("turn", on); done(); }
-      };
-      stream.addEventListener("turn", on);
-    });
+    const seen = new Promise((done) => { waiting = { text, done }; });
     const started = performance.now();
     await fetch(`/api/sessions/bench-${i}/messages`, {method: "POST",
-      headers: {"Content-Type": "application/json", "X-BX-Console": "1"},
+      headers: keyed({"Content-Type": "application/json"}),
       body: JSON.stringify({text})});
     await seen;
     samples.push(performance.now() - started);
@@ -152,22 +150,24 @@ def _fifty_pages(home: Home, link: str) -> float:
     base, token = link.split("#token=")
     gatewayd = _gatewayd(home)
     with httpx.Client(base_url=base, timeout=10) as client:
-        client.post("/api/login", json={"token": token}, headers={"X-BX-Console": "1"})
+        login = client.post("/api/login", json={"token": token})
         cookies = dict(client.cookies)
+        keyed = {"X-BX-Console": login.json()["key"]}
     time.sleep(1.0)
     before = gatewayd.memory_info().rss
     streams = []
     with contextlib.ExitStack() as stack:
         for _ in range(PAGES):
-            client = stack.enter_context(httpx.Client(base_url=base, cookies=cookies, timeout=10))
+            client = stack.enter_context(
+                httpx.Client(base_url=base, cookies=cookies, headers=keyed, timeout=10)
+            )
             response = stack.enter_context(client.stream("GET", "/api/events"))
             lines = response.iter_lines()
             while not next(lines).startswith("event: hello"):
                 pass
             streams.append(lines)
-        with httpx.Client(base_url=base, cookies=cookies, timeout=10) as poster:
-            poster.post("/api/sessions/fifty/messages", json={"text": "to every page"},
-                        headers={"X-BX-Console": "1"})  # fmt: skip
+        with httpx.Client(base_url=base, cookies=cookies, headers=keyed, timeout=10) as poster:
+            poster.post("/api/sessions/fifty/messages", json={"text": "to every page"})
         for lines in streams:
             while not next(lines).startswith("event: turn"):
                 pass

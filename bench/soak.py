@@ -33,6 +33,7 @@ from typing import Any
 import psutil  # type: ignore[import-untyped, unused-ignore]
 import zmq
 
+from bench.box import with_free_console
 from bxcore import curve, wire
 from bxcore.home import Home
 from bxcore.messages import (
@@ -78,7 +79,9 @@ class Box:
 
     def prepare(self) -> None:
         init_home(self.home)
-        self.home.config.write_text('[model]\nbase_url = "http://127.0.0.1:9/v1"\n')
+        self.home.config.write_text(
+            with_free_console('[model]\nbase_url = "http://127.0.0.1:9/v1"\n')
+        )
         for folder in (self.effects, self.asked):
             folder.mkdir()
             if os.geteuid() == 0:  # tools run as nobody
@@ -92,9 +95,23 @@ class Box:
         (grants / "asked.toml").write_text(f'tool = "shell"\nmode = "ask"\npath = "{self.asked}"\n')
 
     def up(self) -> None:
+        """`bxctl up`; when it fails, what it started is stopped before the soak ends."""
         result = self.bxctl("up")
         if result.returncode != 0:
-            raise SystemExit(f"bxctl up failed: {result.stderr.strip()}")
+            self.stop()
+            raise SystemExit(f"bxctl up failed: {(result.stderr or result.stdout).strip()}")
+
+    def stop(self) -> None:
+        """`bxctl down`, then SIGKILL for any process that still names the home."""
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.bxctl("down", timeout=60)
+        left = []
+        for process in psutil.process_iter(["cmdline"]):
+            if any(str(self.home.root) in arg for arg in process.info["cmdline"] or []):
+                with contextlib.suppress(psutil.Error):
+                    process.kill()
+                    left.append(process)
+        psutil.wait_procs(left, timeout=5)
 
     def pids(self) -> dict[str, int]:
         found: dict[str, int] = {}
@@ -280,6 +297,24 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="bx-soak-", dir="/tmp"))
     box = Box(root)
     box.prepare()
+    try:
+        tally, counted = _soak(box, options, seed)
+    finally:
+        box.stop()
+    answers = Counter(_answer(outcome) for outcome in tally.answered.values())
+    print(f"soak: {options.minutes:g} min, seed {seed}, home {root}")
+    print(f"  calls: {dict(tally.calls)}; answers: {dict(answers)}")
+    print(f"  kills: {sum(tally.kills.values())} {dict(tally.kills)}")
+    print(f"  restarts (a new pid seen): {sum(tally.restarts.values())} {dict(tally.restarts)}")
+    for name, count in counted.items():
+        print(f"  {name}: {count}")
+    failed = any(counted.values())
+    print("  => " + ("FAILED" if failed else "ok: nothing ran twice, nothing was lost"))
+    sys.exit(1 if failed else 0)
+
+
+def _soak(box: Box, options: argparse.Namespace, seed: int) -> tuple[Tally, dict[str, int]]:
+    """The box up, the workers and the killer for `options.minutes`, then the counts."""
     box.up()
     tally = Tally()
     stop = threading.Event()
@@ -305,18 +340,7 @@ def main() -> None:
             thread.join(120)
     box.up()  # whatever the last kill left
     time.sleep(2)
-    counted = analyse(box, tally)
-    box.bxctl("down")
-    answers = Counter(_answer(outcome) for outcome in tally.answered.values())
-    print(f"soak: {options.minutes:g} min, seed {seed}, home {root}")
-    print(f"  calls: {dict(tally.calls)}; answers: {dict(answers)}")
-    print(f"  kills: {sum(tally.kills.values())} {dict(tally.kills)}")
-    print(f"  restarts (a new pid seen): {sum(tally.restarts.values())} {dict(tally.restarts)}")
-    for name, count in counted.items():
-        print(f"  {name}: {count}")
-    failed = any(counted.values())
-    print("  => " + ("FAILED" if failed else "ok: nothing ran twice, nothing was lost"))
-    sys.exit(1 if failed else 0)
+    return tally, analyse(box, tally)
 
 
 def _answer(outcome: Any) -> str:

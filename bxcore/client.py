@@ -1,12 +1,14 @@
 """The DEALER clients every boxmaker process uses to ask another one something (SPEC §3.1):
 `Client` for the daemons (asyncio), `SyncClient` for bxctl and the tests (blocking).
 
-Both work the one way, written once here: one request at a time a client; it sends one frame
+Both work the one way, written once here: one request at a time a client; `ask` sends one frame
 and takes the answer that carries the request's id, skipping late answers to earlier tries.
 No answer in time: close the socket, open a new one and send the same request again (the
-zguide's "Lazy Pirate"), a few times, then `Unreachable`. Servers are idempotent per id, so a
-retry can never make anything happen twice. A frame that does not decode is `ProtocolError`.
-A socket that saw any trouble is closed, never reused. `async with` / `with` close the client.
+zguide's "Lazy Pirate"), as many tries as `bxcore.asking` gives the request on the client's
+socket, then `Unreachable`. A frame that does not decode is `ProtocolError`; an answer of a
+type that does not answer the request (`bxcore.asking.answer_of`) is `WrongAnswer`; all three
+are `AskFailed`, whose `kind` says which. An `error` answer is returned: it is the server's
+word. A socket that saw any trouble is closed, never reused. `async with` / `with` close it.
 """
 
 from __future__ import annotations
@@ -14,16 +16,19 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar, cast
 
 import anyio
 import zmq
 import zmq.asyncio
 
 from bxcore import wire
+from bxcore.asking import SERVICE, Patience, answer_of, patience
+from bxcore.messages import Asks, Error
 from bxcore.router import tune
 
 S = TypeVar("S", bound="zmq.Socket[Any]")
+A = TypeVar("A")
 Secure = Callable[["zmq.Socket[Any]"], None]
 
 
@@ -36,16 +41,36 @@ class Request(Protocol):
     def id(self) -> str: ...
 
 
-class Unreachable(Exception):
+class AskFailed(Exception):
+    """A request got no usable answer; `kind` says how, the text says what to do."""
+
+    kind: ClassVar[str]
+
+
+class Unreachable(AskFailed):
     """The server did not answer; the text names it, the endpoint and what was tried."""
 
+    kind = "unreachable"
 
-class ProtocolError(Exception):
+
+class ProtocolError(AskFailed):
     """The server answered with something that is not a message; `reason` says why."""
+
+    kind = "protocol"
 
     def __init__(self, name: str, reason: str) -> None:
         super().__init__(f"{name} answered with a bad message: {reason}")
         self.reason = reason
+
+
+class WrongAnswer(AskFailed):
+    """The server answered with a message that does not answer the request."""
+
+    kind = "wrong answer"
+
+    def __init__(self, name: str, request: Request, answer: object) -> None:
+        said = getattr(answer, "TYPE", type(answer).__name__)
+        super().__init__(f"{name} answered {said} to {request.TYPE}")
 
 
 def dealer(ctx: zmq.Context[S], endpoint: str, secure: Secure | None = None) -> S:
@@ -67,15 +92,13 @@ class _Lazy(Generic[S]):
         ctx: zmq.Context[S],
         endpoint: str,
         *,
-        name: str,
-        timeout: float,
-        tries: int,
+        socket: str,
+        name: str | None,
         secure: Secure | None,
     ) -> None:
         self.endpoint = endpoint
-        self.name = name
-        self.timeout = timeout
-        self.tries = tries
+        self.socket = socket
+        self.name = SERVICE[socket] if name is None else name
         self._ctx = ctx
         self._secure = secure
         self._socket: S | None = None
@@ -105,7 +128,15 @@ class _Lazy(Generic[S]):
             answer: object = wire.decode(frame)
         except wire.DecodeError as error:
             raise ProtocolError(self.name, str(error)) from None
-        return answer if getattr(answer, "id", None) == request.id else None
+        if getattr(answer, "id", None) != request.id:
+            return None
+        if not isinstance(answer, (*answer_of(type(request)), Error)):
+            raise WrongAnswer(self.name, request, answer)
+        return answer
+
+    def _patience(self, request: Request, given: Patience | None) -> tuple[float, int]:
+        each = patience(self.socket, request) if given is None else given
+        return each.wait_s(request), each.tries
 
     def _unreachable(self, tries: int, wait: float) -> Unreachable:
         return Unreachable(
@@ -122,12 +153,11 @@ class Client(_Lazy[zmq.asyncio.Socket]):
         ctx: zmq.asyncio.Context,
         endpoint: str,
         *,
-        name: str,
-        timeout: float = 5.0,
-        tries: int = 3,
+        socket: str,
+        name: str | None = None,
         secure: Secure | None = None,
     ) -> None:
-        super().__init__(ctx, endpoint, name=name, timeout=timeout, tries=tries, secure=secure)
+        super().__init__(ctx, endpoint, socket=socket, name=name, secure=secure)
         self._lock = anyio.Lock()
 
     async def __aenter__(self) -> Self:
@@ -136,12 +166,11 @@ class Client(_Lazy[zmq.asyncio.Socket]):
     async def __aexit__(self, *_: object) -> None:
         self.close()
 
-    async def request(
-        self, message: Request, *, timeout: float | None = None, tries: int | None = None
-    ) -> object:
-        """Send `message` and return the answer that carries its id."""
-        wait = self.timeout if timeout is None else timeout
-        attempts = self.tries if tries is None else tries
+    async def ask(self, request: Asks[A], *, patience: Patience | None = None) -> A | Error:
+        """Send `request` and return its answer (`patience`: the caller's own, else the
+        table's for the request on this socket)."""
+        message = cast(Request, request)
+        wait, attempts = self._patience(message, patience)
         payload = wire.encode(message)
         async with self._lock:
             try:
@@ -152,7 +181,7 @@ class Client(_Lazy[zmq.asyncio.Socket]):
                         while True:
                             answer = self._answer_in(await socket.recv(), message)
                             if answer is not None:
-                                return answer
+                                return cast("A | Error", answer)
                     self.close()
             except BaseException:
                 self.close()
@@ -169,13 +198,12 @@ class SyncClient(_Lazy["zmq.Socket[bytes]"]):
         self,
         endpoint: str,
         *,
-        name: str,
-        timeout: float = 5.0,
-        tries: int = 3,
+        socket: str,
+        name: str | None = None,
         secure: Secure | None = None,
     ) -> None:
         context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
-        super().__init__(context, endpoint, name=name, timeout=timeout, tries=tries, secure=secure)
+        super().__init__(context, endpoint, socket=socket, name=name, secure=secure)
 
     def __enter__(self) -> Self:
         return self
@@ -183,18 +211,17 @@ class SyncClient(_Lazy["zmq.Socket[bytes]"]):
     def __exit__(self, *_: object) -> None:
         self.close()
 
-    def request(
+    def ask(
         self,
-        message: Request,
+        request: Asks[A],
         *,
-        timeout: float | None = None,
-        tries: int | None = None,
+        patience: Patience | None = None,
         on_silence: Callable[[], None] | None = None,
         silence_s: float = 1.0,
-    ) -> object:
-        """Send `message` and return the answer that carries its id."""
-        wait = self.timeout if timeout is None else timeout
-        attempts = self.tries if tries is None else tries
+    ) -> A | Error:
+        """Send `request` and return its answer, as `Client.ask` does."""
+        message = cast(Request, request)
+        wait, attempts = self._patience(message, patience)
         payload = wire.encode(message)
         try:
             for _ in range(attempts):
@@ -207,7 +234,7 @@ class SyncClient(_Lazy["zmq.Socket[bytes]"]):
                     on_silence = None
                     answer = self._wait_for(socket, message, wait - first)
                 if answer is not None:
-                    return answer
+                    return cast("A | Error", answer)
                 self.close()
         except BaseException:
             self.close()

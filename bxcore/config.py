@@ -6,6 +6,7 @@ in `bxcore.config_keys`), and every problem is one `ConfigError` line naming the
 
 from __future__ import annotations
 
+import re
 import textwrap
 import tomllib
 from collections.abc import Mapping
@@ -50,6 +51,7 @@ class LoopConfig:
     max_depth: int = default("loop", "max_depth")
     max_calls_per_reply: int = default("loop", "max_calls_per_reply")
     max_tokens_per_day: int = default("loop", "max_tokens_per_day")
+    context_chars: int = default("loop", "context_chars")
     system_prompt: str = default("loop", "system_prompt")
     subagent_prompt: str = default("loop", "subagent_prompt")
 
@@ -191,9 +193,36 @@ def _toml(text: bytes, source: str) -> dict[str, Any]:
     try:
         return tomllib.loads(decoded.removeprefix("\ufeff"))
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+        said = _twice(decoded, str(exc), source) or f"{source}: not valid TOML: {exc}"
+        raise ConfigError(said) from None
     except RecursionError:
         raise ConfigError(f"{source}: not valid TOML: nested too deeply") from None
+
+
+_DECLARED = re.compile(r"Cannot declare \((.*)\) twice \(at line (\d+), column \d+\)")
+_HEADER = re.compile(r"\s*\[\s*([A-Za-z0-9_.\- ]+?)\s*\]\s*(#.*)?")
+
+
+def _twice(text: str, problem: str, source: str) -> str | None:
+    """For a table declared twice (an owner who appends a `[model]` table to the file `bxctl
+    init` wrote, which has one), the line that says where the first one is; None otherwise."""
+    found = _DECLARED.fullmatch(problem)
+    if found is None:
+        return None
+    again = int(found.group(2))
+    lines = text.removeprefix("\ufeff").split("\n")
+    for number, line in enumerate(lines[: again - 1], start=1):
+        header = _HEADER.fullmatch(line)
+        if header is None:
+            continue
+        name = tuple(part.strip() for part in header.group(1).split("."))
+        if repr(name) == f"({found.group(1)})":
+            shown = ".".join(name)
+            return (
+                f"{source} line {again}: a second [{shown}] table; the first is at line "
+                f"{number}: put its keys there, once each"
+            )
+    return None
 
 
 def _value(key: Key, value: Any, where: str) -> Any:
@@ -311,7 +340,7 @@ def render_config(commented: bool = True) -> str:
 
 
 _MCP_ABOUT = (
-    "MCP servers (SPEC §18): one [[mcp]] entry each; their tools are offered to the model "
+    "MCP servers: one [[mcp]] entry each; their tools are offered to the model "
     "only once the owner trusts them (`bxctl mcp trust NAME`). See docs/mcp.md."
 )
 

@@ -8,6 +8,7 @@ a table (`MCP_KEYS`) like the sections', so docs/configuration.md lists them too
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -23,6 +24,10 @@ SET_BY_BROKERD = ("PATH", "HOME", "LANG")
 #: Every sandbox has a /proc and a /dev of its own (as for grants, §5.1).
 SANDBOX_OWN = ("/proc", "/dev")
 REQUIRED = None  # the default of a key every entry must give
+#: Programs that fetch the server from a registry at each start, which its sandbox (no
+#: network) cannot do: `bxctl mcp add` installs the package once instead.
+FETCHERS = ("npx", "uvx")
+START_S = 10.0  # initialize and tools/list must answer within this (§18.2), by default
 
 
 def valid_server_name(name: str) -> bool:
@@ -105,13 +110,15 @@ def _hosts(value: list[Any]) -> str | None:
     return None
 
 
-PATHS = Check("absolute paths (SPEC §4.4), not /, /proc or /dev", _paths)
+PATHS = Check("absolute paths, not /, /proc or /dev", _paths)
 MCP_KEYS: tuple[Key, ...] = (
     Key("mcp", "name", Kind.STRING, REQUIRED, Check("1 to 24 of a-z 0-9 -, unique", _name),
         "The server's name: its tools are offered as mcp__NAME__TOOL. Required."),
     Key("mcp", "command", Kind.LIST, REQUIRED,
-        Check("argv: the program (absolute, or a name on PATH) and its arguments", _command),
-        "The server's command line; it speaks MCP on standard input and output. Required."),
+        Check("argv: the program (absolute, or a name on PATH or in the box's own venv) and "
+              "its arguments; not npx or uvx", _command),
+        "The server's command line; it speaks MCP on standard input and output. Required. "
+        "`bxctl mcp add` writes it from a README's (docs/mcp.md)."),
     Key("mcp", "env", Kind.TABLE, MappingProxyType({}),
         Check("variable = text; not PATH, HOME or LANG, which brokerd sets", _env),
         "Exactly the environment the server gets, besides PATH, HOME and LANG."),
@@ -130,6 +137,9 @@ MCP_KEYS: tuple[Key, ...] = (
     Key("mcp", "timeout_s", Kind.NUMBER, 60.0, seconds(0, 86_400.0),
         "Seconds one call may take; a server that takes longer is stopped and the call is "
         "answered error."),
+    Key("mcp", "start_s", Kind.NUMBER, START_S, seconds(0, 600.0),
+        "Seconds a starting server has to answer initialize and tools/list; one that does not "
+        "is stopped and its error shown (`bxctl mcp list`)."),
 )  # fmt: skip
 _BY_NAME = {key.name: key for key in MCP_KEYS}
 
@@ -147,6 +157,7 @@ class McpServer:
     per_session: bool = True
     idle_s: float = 300.0
     timeout_s: float = 60.0
+    start_s: float = START_S
 
 
 class EntryError(Exception):
@@ -176,6 +187,9 @@ def parse_mcp_entries(value: Any, check: Any) -> tuple[McpServer, ...]:
         for key in MCP_KEYS:
             if key.default is REQUIRED and key.attr not in values:
                 raise EntryError(f"{where} {key.name}: missing (every [[mcp]] entry names it)")
+        fetched = _fetched(values["name"], values["command"])
+        if fetched is not None:
+            raise EntryError(f"{where} command: {fetched}")
         both = set(values.get("paths", ())) & set(values.get("ro_paths", ()))
         if both:
             raise EntryError(f"{where} ro_paths: {show(sorted(both)[0])} is also in paths")
@@ -184,6 +198,18 @@ def parse_mcp_entries(value: Any, check: Any) -> tuple[McpServer, ...]:
         seen.add(values["name"])
         servers.append(McpServer(**values))
     return tuple(servers)
+
+
+def _fetched(name: str, command: tuple[str, ...]) -> str | None:
+    """What to run instead of a command that would fetch its server at each start."""
+    program = command[0].rsplit("/", 1)[-1]
+    if program not in FETCHERS:
+        return None
+    said = shlex.join(["bxctl", "mcp", "add", name, "--", *command])
+    return (
+        f"{program} fetches the server at each start, and its sandbox has no network: remove "
+        f"this entry and run `{said}`, which installs it once and writes the entry"
+    )
 
 
 def _where(body: Any, at: int) -> str:

@@ -1,4 +1,5 @@
-"""The console's owner token and its link (SPEC §12.1), for `bxctl` and gatewayd alike.
+"""The console's owner token and its link (SPEC §12.1), for `bxctl` and gatewayd alike, and
+where gatewayd really serves it (`Served`, in its report `{run}/gatewayd.json`).
 
 The token is 32 random bytes, URL-safe base64, in `{home}/keys/console.token` (0600), made once
 and kept across restarts. The link carries it in the URL's fragment, which no browser sends to
@@ -10,7 +11,14 @@ from __future__ import annotations
 import ipaddress
 import os
 import secrets
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeGuard
+
+from bxcore import report
+from bxcore.home import Home
+from bxcore.messages import ServiceInfo, ServiceState
 
 TOKEN_BYTES = 32
 TOKEN_LENGTH = 43  # URL-safe base64 of 32 bytes, without padding
@@ -73,3 +81,55 @@ def console_address(host: str, port: int) -> str:
 def console_link(host: str, port: int, token: str) -> str:
     """The link `bxctl console` prints: the address with the token in its fragment."""
     return f"{console_address(host, port)}#token={token}"
+
+
+@dataclass(frozen=True)
+class Served:
+    """Where gatewayd really serves the console (its report's `console` part): the process,
+    the host, the port it bound, and the port config.toml asked for (another when that one was
+    taken). The owner's side prints links from this, never from config.toml."""
+
+    pid: int
+    host: str
+    port: int
+    asked: int
+
+    def json(self) -> dict[str, Any]:
+        return {"pid": self.pid, "host": self.host, "port": self.port, "asked": self.asked}
+
+    @property
+    def address(self) -> str:
+        return console_address(self.host, self.port)
+
+    @property
+    def moved(self) -> str | None:
+        """Why the port is not the one config.toml asked for; None when it is."""
+        if self.port == self.asked:
+            return None
+        return f"port {self.asked} was taken, so the console took {self.port}"
+
+
+def served(said: object, pid: int | None) -> Served | None:
+    """The report's `console` part when it is whole and was written by the gatewayd whose pid
+    is `pid` (None: whatever gatewayd wrote it); else None. Pure."""
+    if not isinstance(said, dict):
+        return None
+    found_pid, host, port, asked = (said.get(k) for k in ("pid", "host", "port", "asked"))
+    if not (_whole(found_pid) and _whole(port) and _whole(asked) and isinstance(host, str)):
+        return None
+    if pid is not None and found_pid != pid:
+        return None  # an earlier gatewayd's, or another's
+    return Served(found_pid, host, port, asked)
+
+
+def _whole(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def console_served(home: Home, services: Iterable[ServiceInfo]) -> Served | None:
+    """Where the box's gatewayd serves the console now, from its report: only while that
+    gatewayd runs (`services`, the supervisor's word) and wrote the report itself."""
+    gatewayd = next((info for info in services if info.name == "gatewayd"), None)
+    if gatewayd is None or gatewayd.state is not ServiceState.RUNNING or gatewayd.pid is None:
+        return None
+    return served(report.read(home, "gatewayd").get("console"), gatewayd.pid)

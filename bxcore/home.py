@@ -167,8 +167,17 @@ class Home:
 
     @property
     def mcp(self) -> Path:
-        """`{home}/mcp/`: the owner's pins, one file a server (SPEC §18.3)."""
+        """`{home}/mcp/`: the owner's pins, one file a server (SPEC §18.3), and the npm and
+        Python servers `bxctl mcp add` installed (`mcp_npm`, `mcp_venv`)."""
         return self.root / "mcp"
+
+    def mcp_npm(self, server: str) -> Path:
+        """The folder npm installed server `server`'s package in (issue 27)."""
+        return self.mcp / "npm" / _name("server", server)
+
+    def mcp_venv(self, server: str) -> Path:
+        """The virtual environment pip installed server `server`'s package in (issue 27)."""
+        return self.mcp / "venv" / _name("server", server)
 
     def mcp_pins(self, server: str) -> Path:
         return self.mcp / f"{_name('server', server)}.pins.json"
@@ -221,6 +230,12 @@ class Home:
     def console_token(self) -> Path:
         """The console's owner token (§12.1): kept across restarts, beside the keys."""
         return self.keys / "console.token"
+
+    @property
+    def console_logins(self) -> Path:
+        """The console's logins (digests of cookies and keys, §12.1): gatewayd's, kept across
+        its restarts, gone with the run folder."""
+        return self.run / "console-logins.json"
 
     def socket_path(self, name: str) -> Path:
         """Every name in `SOCKETS` fits in 107 bytes; a longer name may not, and is refused."""

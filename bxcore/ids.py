@@ -11,7 +11,6 @@ import re
 _SESSION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
 _FILE_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
 
-MAX_SESSION = 128
 MAX_REQUEST_ID = 64
 MAX_CALL_ID = 128
 MAX_TOOL_NAME = 64

@@ -57,11 +57,6 @@ def split_name(name: str) -> tuple[str, str] | None:
     return server, tool
 
 
-def server_pattern(server: str) -> str:
-    """The grant tool name that covers every tool of `server` (§18.5)."""
-    return f"{PREFIX}{server}__*"
-
-
 def pattern_of(name: str) -> tuple[str, str] | None:
     """(server, prefix) of a grant's tool pattern — `mcp__<server>__<prefix>*`: every tool of
     the server whose name starts with `prefix` (issue 27), `mcp__<server>__*` every tool of

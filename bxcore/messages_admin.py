@@ -14,6 +14,7 @@ from bxcore.frozen import frozen
 from bxcore.labels import Label
 from bxcore.messages_common import (
     ApprovalId,
+    Asks,
     CallId,
     Count,
     JobId,
@@ -56,7 +57,7 @@ class Verdict(enum.StrEnum):
 
 
 @frozen
-class VerdictRequest:
+class VerdictRequest(Asks["Settled"]):
     """`verdict`: the owner's answer to a pending approval."""
 
     TYPE: ClassVar[str] = "verdict"
@@ -82,11 +83,13 @@ class Settled:
 class TargetInfo:
     """One target of an untrusted session's call (§20): where it is in the arguments (a JSON
     pointer), its value as JSON text (cut to 200 characters), and where it came from: `owner`,
-    `code` (never taken as the owner's), `untrusted: call <id>` or `unknown`."""
+    `code` (never taken as the owner's), `untrusted: call <id>` or `unknown`; for an untrusted
+    one, the tool of that call where the ledger says (absent from older brokerds)."""
 
     at: Short
     value: Short
     origin: Short
+    tool: ToolId | None = None
 
 
 @frozen
@@ -110,7 +113,7 @@ class ApprovalInfo:
 
 
 @frozen
-class PendingQuery:
+class PendingQuery(Asks["PendingList"]):
     TYPE: ClassVar[str] = "pending_query"
     id: RequestId
 
@@ -143,7 +146,7 @@ class GrantInfo:
 
 
 @frozen
-class GrantsReload:
+class GrantsReload(Asks["GrantList"]):
     TYPE: ClassVar[str] = "grants_reload"
     id: RequestId
 
@@ -156,7 +159,7 @@ class GrantList:
 
 
 @frozen
-class GrantAdd:
+class GrantAdd(Asks["GrantList"]):
     """Write a new grant file (§5.1), checked as `bxctl grant add` checks it; answered with
     the new `grant_list`, or `error` `invalid` saying why nothing was written."""
 
@@ -176,7 +179,7 @@ class GrantAdd:
 
 
 @frozen
-class GrantRemove:
+class GrantRemove(Asks["GrantList"]):
     """Remove one grant file; answered with the new `grant_list`."""
 
     TYPE: ClassVar[str] = "grant_remove"
@@ -185,7 +188,7 @@ class GrantRemove:
 
 
 @frozen
-class AuditTail:
+class AuditTail(Asks["AuditRecords"]):
     TYPE: ClassVar[str] = "audit_tail"
     id: RequestId
     n: Annotated[int, Int(1, 100_000)]
@@ -193,7 +196,7 @@ class AuditTail:
 
 
 @frozen
-class JobHistoryQuery:
+class JobHistoryQuery(Asks["AuditRecords"]):
     """A job's `job_started` and `job_ended` records, oldest first (`bxctl job history`)."""
 
     TYPE: ClassVar[str] = "job_history_query"
@@ -212,13 +215,13 @@ class AuditRecords:
 
 
 @frozen
-class AuditVerify:
+class AuditVerify(Asks["AuditReport"]):
     TYPE: ClassVar[str] = "audit_verify"
     id: RequestId
 
 
 @frozen
-class AuditAccept:
+class AuditAccept(Asks["AuditReport"]):
     """The owner takes a cut or rolled-back ledger as it is (issue 10), answered `audit_report`
     with what was lost as its problem."""
 
@@ -248,7 +251,7 @@ class LedgerHealth(enum.StrEnum):
 
 
 @frozen
-class LedgerQuery:
+class LedgerQuery(Asks["LedgerStatus"]):
     """The ledger's state now (issue 28), for `bxctl status` and `bxctl up`: answered at once,
     also while brokerd is still reading the ledger (`loading`)."""
 
@@ -270,7 +273,7 @@ class LedgerStatus:
 
 
 @frozen
-class Explain:
+class Explain(Asks["Explanation"]):
     TYPE: ClassVar[str] = "explain"
     id: RequestId
     session: Session
@@ -295,7 +298,7 @@ class Explanation:
 
 
 @frozen
-class NotesQuery:
+class NotesQuery(Asks["Notes"]):
     """The notes, newest first; with `query`, those that hold any of its words."""
 
     TYPE: ClassVar[str] = "notes_query"

@@ -16,6 +16,7 @@ from bxcore.labels import Label
 from bxcore.messages_common import (
     MAX_WAIT_MS,
     ApprovalId,
+    Asks,
     CallId,
     Count,
     JobId,
@@ -29,7 +30,7 @@ from bxcore.schema import Flat, Int, Text
 
 
 @frozen
-class ToolRequest:
+class ToolRequest(Asks["ToolResponse"]):
     TYPE: ClassVar[str] = "tool_request"
     id: RequestId
     session: Session
@@ -76,7 +77,7 @@ class ToolResponse:
 
 
 @frozen
-class AwaitApproval:
+class AwaitApproval(Asks["ToolResponse"]):
     TYPE: ClassVar[str] = "await_approval"
     id: RequestId
     session: Session
@@ -85,7 +86,7 @@ class AwaitApproval:
 
 
 @frozen
-class Absorb:
+class Absorb(Asks["State"]):
     TYPE: ClassVar[str] = "absorb"
     id: RequestId
     session: Session
@@ -93,7 +94,7 @@ class Absorb:
 
 
 @frozen
-class StateQuery:
+class StateQuery(Asks["State"]):
     TYPE: ClassVar[str] = "state_query"
     id: RequestId
     session: Session
@@ -112,7 +113,7 @@ Turn = Annotated[int, Int(1, 2**53)]
 
 
 @frozen
-class OwnerWords:
+class OwnerWords(Asks["WordsKept"]):
     """loopd, before a turn's first tool call: what the owner typed for turn `turn` of
     `session` (or, for a job's run, the job's prompt), which brokerd keeps as the session's
     owner's words (§20). Sent again for the same turn, the first words stand; a sub-agent's
@@ -142,7 +143,7 @@ McpToolName = Annotated[
 
 
 @frozen
-class ToolsQuery:
+class ToolsQuery(Asks["Tools"]):
     """loopd, at a turn's start: the MCP tools to offer the model (§18.4)."""
 
     TYPE: ClassVar[str] = "tools_query"
@@ -186,7 +187,7 @@ class JobEnd(enum.StrEnum):
 
 
 @frozen
-class JobStarted:
+class JobStarted(Asks["JobRecorded"]):
     """loopd, before a job's run `run` begins: record `job_started` (§19). Answered
     `job_recorded` once the record is durable; asked again for the same run, answered from the
     first record (`first` false), writing nothing."""
@@ -202,7 +203,7 @@ class JobStarted:
 
 
 @frozen
-class JobEnded:
+class JobEnded(Asks["JobRecorded"]):
     """loopd, when a job's run has ended: record `job_ended` with its figures (§19)."""
 
     TYPE: ClassVar[str] = "job_ended"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 import re
-from typing import Annotated, ClassVar
+from typing import TYPE_CHECKING, Annotated, ClassVar, Generic, TypeVar
 
 from bxcore.frozen import frozen
 from bxcore.ids import MAX_CALL_ID, MAX_REQUEST_ID, MAX_TOOL_NAME, valid_grant_id, valid_session
@@ -58,11 +58,27 @@ class ErrorCode(enum.StrEnum):
     INTERNAL = "internal"
 
 
+A = TypeVar("A", covariant=True)
+
+
+class Asks(Generic[A]):
+    """The base of every request: `class PendingQuery(Asks["PendingList"])` says what answers it
+    (an `error` can answer any request, §3.4). mypy reads it, so `Client.ask` is typed with the
+    answer, and `bxcore.asking.answer_of` reads the same at run time to check an answer once."""
+
+    __slots__ = ()
+    if TYPE_CHECKING:
+        TYPE: ClassVar[str]
+
+        @property
+        def id(self) -> str: ...
+
+
 # --- common (§3.4) -------------------------------------------------------------------------
 
 
 @frozen
-class Ping:
+class Ping(Asks["Pong"]):
     TYPE: ClassVar[str] = "ping"
     id: RequestId
 

@@ -15,6 +15,7 @@ from bxcore.messages_admin import ApprovalInfo
 from bxcore.messages_common import (
     MAX_WAIT_MS,
     ApprovalId,
+    Asks,
     Count,
     JobId,
     OutputShown,
@@ -38,7 +39,7 @@ class EndReason(enum.StrEnum):
 
 
 @frozen
-class OwnerMessage:
+class OwnerMessage(Asks["Accepted"]):
     TYPE: ClassVar[str] = "owner_message"
     id: RequestId
     session: Session
@@ -58,7 +59,7 @@ class Accepted:
 
 
 @frozen
-class Cancel:
+class Cancel(Asks["Cancelled"]):
     """Stop the session's running turn, and its sub-agents' (§12.2): it ends `cancelled`."""
 
     TYPE: ClassVar[str] = "cancel"
@@ -78,7 +79,7 @@ class Cancelled:
 
 
 @frozen
-class JobRun:
+class JobRun(Asks["JobRunStarted"]):
     """Start a run of the job now (`bxctl job run`, §19), whatever its schedule."""
 
     TYPE: ClassVar[str] = "job_run"
@@ -97,7 +98,7 @@ class JobRunStarted:
 
 
 @frozen
-class SessionsQuery:
+class SessionsQuery(Asks["SessionList"]):
     TYPE: ClassVar[str] = "sessions_query"
     id: RequestId
 
@@ -122,7 +123,7 @@ class SessionList:
 
 
 @frozen
-class HistoryQuery:
+class HistoryQuery(Asks["History"]):
     """A session's events with `seq` greater than `after` (all of them without it)."""
 
     TYPE: ClassVar[str] = "history_query"
@@ -228,7 +229,7 @@ class History:
 
 
 @frozen
-class TokensQuery:
+class TokensQuery(Asks["Tokens"]):
     """The box's tokens today (§19)."""
 
     TYPE: ClassVar[str] = "tokens_query"
@@ -251,7 +252,7 @@ class Tokens:
 
 
 @frozen
-class EventsQuery:
+class EventsQuery(Asks["Events"]):
     """A session's events after `after`, waiting up to `wait_ms` for the first new one."""
 
     TYPE: ClassVar[str] = "events_query"

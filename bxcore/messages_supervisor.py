@@ -8,7 +8,7 @@ import enum
 from typing import ClassVar
 
 from bxcore.frozen import frozen
-from bxcore.messages_common import Count, RequestId, Short
+from bxcore.messages_common import Asks, Count, RequestId, Short
 
 
 class ServiceState(enum.StrEnum):
@@ -35,13 +35,13 @@ class ServiceInfo:
 
 
 @frozen
-class SupervisorStatus:
+class SupervisorStatus(Asks["SupervisorReport"]):
     TYPE: ClassVar[str] = "supervisor_status"
     id: RequestId
 
 
 @frozen
-class SupervisorRestart:
+class SupervisorRestart(Asks["SupervisorReport"]):
     """Restart one service, or all of them in order when `service` is absent."""
 
     TYPE: ClassVar[str] = "supervisor_restart"
@@ -50,7 +50,7 @@ class SupervisorRestart:
 
 
 @frozen
-class SupervisorStop:
+class SupervisorStop(Asks["SupervisorReport"]):
     """Stop one service (it stays stopped), or the whole box when `service` is absent."""
 
     TYPE: ClassVar[str] = "supervisor_stop"

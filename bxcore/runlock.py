@@ -44,3 +44,22 @@ def take(path: Path, service: str) -> RunLock:
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return RunLock(path, fd)
+
+
+def holder(path: Path) -> int | None:
+    """The pid written in the lock at `path` when that process is alive (it runs, or ran and
+    its pid is not reused yet: good enough to decide whether to wait for it); else None.
+    Never takes the lock, so a daemon starting at the same moment is not refused."""
+    try:
+        pid = int(path.read_text(encoding="ascii").strip() or "0")
+    except (OSError, ValueError):
+        return None
+    if pid <= 0:
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass  # alive, another user's
+    return pid

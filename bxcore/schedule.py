@@ -44,12 +44,6 @@ class Due:
         return self.run and self.slot is None
 
 
-def next_run(timing: Timing, zone: tzinfo, after: datetime) -> datetime | None:
-    """The first slot strictly after `after`; None when there is none in 50 years (a cron
-    like `0 0 * 2 mon#5` that rarely matches may find one)."""
-    return next(_slots_after(timing, zone, after), None)
-
-
 def next_runs(timing: Timing, zone: tzinfo, after: datetime, count: int) -> list[datetime]:
     """The first `count` slots strictly after `after` (fewer when the schedule ends)."""
     found: list[datetime] = []

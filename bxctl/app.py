@@ -22,6 +22,7 @@ from bxcore.visible import visible
 from bxctl import (
     audit_accept,
     audit_cmds,
+    backup_cmds,
     box_cmds,
     console_cmd,
     grant_cmds,
@@ -58,6 +59,7 @@ app.add_typer(session_cmds.app, name="session")
 owner_cmds.register(app)  # chat, pending, approve, deny
 app.command()(session_cmds.explain)
 app.command()(console_cmd.console)
+backup_cmds.register(app)  # backup, restore
 
 
 @dataclass(frozen=True)
@@ -79,9 +81,22 @@ def main_options(
 
 
 @app.command()
-def init(ctx: typer.Context) -> None:
-    """Create the home folder: keys, a commented config.toml and the starter grants."""
+def init(
+    ctx: typer.Context,
+    yes: Annotated[
+        bool,
+        typer.Option("--yes", "-y", help="Ask nothing: the defaults, as without a terminal."),
+    ] = False,
+) -> None:
+    """Create the home folder: keys, a commented config.toml and the starter grants. On a
+    terminal, for a new home, it asks first: the model server (the local ones that answer
+    found for you), the model, the key's variable (checked on the spot, as `bxctl model check`
+    does), the workspace and the first grants; then offers to start the box."""
     home: Home = ctx.obj.home
+    if not yes and not home.config.exists() and sys.stdin.isatty() and sys.stdout.isatty():
+        from bxctl.init_wizard import guide
+
+        raise typer.Exit(guide(home))
     made = init_home(home)
     for line in made:
         say(f"created {line}")

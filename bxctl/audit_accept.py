@@ -16,16 +16,14 @@ import typer
 
 from bxcore import witness
 from bxcore.home import Home
-from bxcore.messages import AuditAccept, AuditReport, Error, LedgerStatus
-from bxcore.routes import type_of
+from bxcore.messages import AuditAccept, Error, LedgerStatus
 from bxctl.audit_cmds import WITNESSES, JsonOption, answer, progress_bar
 from bxctl.ledger_link import ask_ledger
 from bxctl.output import fail, is_terminal, say
 from bxctl.owner_link import OwnerLink, request_id
-from services.brokerd.verify import LedgerUnreadable, verify_file
+from services.brokerd.face import LedgerUnreadable, verify_file
 
 #: brokerd reads the whole ledger again to accept it (a million records: tens of seconds).
-ACCEPT_TIMEOUT_S = 600.0
 NOTHING_TO_ACCEPT = "the ledger is ok: nothing to accept"
 
 
@@ -86,13 +84,9 @@ def _brokerd_accepts(home: Home) -> str | None:
     """brokerd reads the ledger again and writes again: what it says was lost, or None when
     it had nothing to accept (only a witness was off)."""
     with OwnerLink(home, "admin") as link:
-        answer = link.request(
-            AuditAccept(request_id("bxctl-accept")), timeout_s=ACCEPT_TIMEOUT_S, tries=1
-        )
+        answer = link.ask(AuditAccept(request_id("bxctl-accept")))
     if isinstance(answer, Error):
         if answer.message == NOTHING_TO_ACCEPT:
             return None
         fail(f"brokerd: {answer.message}")
-    if not isinstance(answer, AuditReport):
-        fail(f"brokerd answered {type_of(type(answer))} to audit_accept")
     return answer.problem

@@ -24,17 +24,23 @@ import typer
 
 from bxcore import witness
 from bxcore.home import Home
-from bxcore.messages import AuditRecords, AuditTail
+from bxcore.messages import AuditTail
 from bxcore.visible import visible
 from bxctl.connect import ask
 from bxctl.output import CommandError, fail, is_terminal, print_json, say, table
 from bxctl.owner_view import cut
 from services.brokerd.core.chain import ChainReport
 from services.brokerd.core.records import Head, parse_line
-from services.brokerd.index import Mark
-from services.brokerd.ledger import HEAD_FILE, read_confirmed
-from services.brokerd.ledger_scan import lines_backwards
-from services.brokerd.verify import LedgerUnreadable, Progress, held, verify_file
+from services.brokerd.face import (
+    HEAD_FILE,
+    LedgerUnreadable,
+    Mark,
+    Progress,
+    held,
+    lines_backwards,
+    read_confirmed,
+    verify_file,
+)
 
 app = typer.Typer(help="The audit ledger: every decision, in a hash chain.", no_args_is_help=True)
 
@@ -220,8 +226,8 @@ def tail(
     """The newest records, oldest first."""
     home: Home = ctx.obj.home
     try:
-        answer = ask(home, "admin", AuditTail("bxctl-tail", n, session), timeout_s=5.0)
-        lines = list(answer.records) if isinstance(answer, AuditRecords) else []
+        answer = ask(home, "admin", AuditTail("bxctl-tail", n, session))
+        lines = list(answer.records)
     except CommandError:  # brokerd is not running: read the file itself
         lines = _tail_of_file(home, n, session)
     records = [json.loads(line) for line in lines]

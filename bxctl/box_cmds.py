@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from bxcore.home import SERVICES, Home
-from bxcore.messages import Error, ServiceState, SupervisorReport, SupervisorRestart, SupervisorStop
+from bxcore.messages import Error, ServiceState, SupervisorRestart, SupervisorStop
 from bxcore.visible import visible
 from bxctl import pidfile
 from bxctl.box_view import show_started, warn
@@ -23,7 +23,7 @@ from bxctl.output import fail, say
 from bxctl.pidfile import GRACE_S
 from bxctl.status_cmd import status
 from bxctl.supervisor_link import NoAnswer, ask, request_id, running
-from bxctl.up_cmd import UP_TIMEOUT_S, up
+from bxctl.up_cmd import up
 
 RUNNING = ServiceState.RUNNING
 
@@ -48,7 +48,7 @@ def down(ctx: typer.Context) -> None:
         say(f"not running (stopped {left} leftover processes)" if left else "not running")
         return
     try:
-        answer = ask(record.endpoint, SupervisorStop(request_id()), 5.0)
+        answer = ask(record.endpoint, SupervisorStop(request_id()))
         if isinstance(answer, Error):
             warn(f"the supervisor answered: {answer.message}")
     except NoAnswer:
@@ -87,12 +87,11 @@ def restart(
     if record is None:
         fail("the box is not running; start it with `bxctl up`")
     try:
-        answer = ask(record.endpoint, SupervisorRestart(request_id(), service), UP_TIMEOUT_S)
+        answer = ask(record.endpoint, SupervisorRestart(request_id(), service))
     except NoAnswer as error:
         fail(str(error))
     if isinstance(answer, Error):
         fail(answer.message)
-    assert isinstance(answer, SupervisorReport)
     for info in answer.services:
         if service is None or info.name == service:
             style = "green" if info.state is RUNNING else "red"

@@ -12,10 +12,11 @@ from typing import Any
 
 import typer
 
+from bxcore.console_link import Served, console_served
 from bxcore.home import Home
 from bxcore.messages import ServiceInfo, ServiceState, SupervisorReport
 from bxcore.visible import visible
-from bxctl.console_cmd import console_line
+from bxctl.console_cmd import console_line, moved_line
 from bxctl.logs import tail
 from bxctl.output import fail, is_terminal, say, table
 
@@ -82,8 +83,10 @@ def show_started(home: Home, report: SupervisorReport, *, fatal: bool) -> None:
             typer.echo(f"    {visible(line)}", err=True)
     if report.sandbox == "none":
         say(UNSANDBOXED, style="red")
-    if report.console:
-        say(f"console: {console_line(home, report.console)}")
+    served = console_served(home, report.services)
+    if served is not None:
+        show_moved(served)
+        say(console_line(home, served))
     if failed:
         names = ", ".join(info.name for info in failed)
         message = (
@@ -93,6 +96,13 @@ def show_started(home: Home, report: SupervisorReport, *, fatal: bool) -> None:
         if fatal:
             fail(message)
         warn(message)
+
+
+def show_moved(served: Served) -> None:
+    """The yellow line saying the console is not on config.toml's port, when it is not."""
+    moved = moved_line(served)
+    if moved is not None:
+        say(moved, style="yellow")
 
 
 def measure(pids: list[int]) -> dict[int, tuple[float, int, float]]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, NoReturn, TextIO
+from typing import NoReturn, TextIO
 
 from bxcore import wire
 from bxcore.clock import now_ms
@@ -28,17 +28,15 @@ from bxcore.messages import (
     ApprovalInfo,
     ApprovalRequested,
     Cancel,
-    Cancelled,
     EndReason,
     Error,
     ErrorCode,
-    Events,
     EventsQuery,
     OwnerMessage,
-    PendingList,
     PendingQuery,
     Ping,
     ToolDone,
+    ToolPending,
     TurnEnd,
     TurnEvent,
     VerdictRequest,
@@ -54,13 +52,13 @@ from bxctl.owner_view import (
     approval_card,
     done_lines,
     event_lines,
+    until,
     verdict_line,
 )
 
 WAIT_MS = 5_000  # one long poll; sub-agents' approvals show within it
 CHECK_S = 1.0  # while the owner thinks, whether the approval is still pending
 PATIENCE_S = 30.0  # how long gatewayd may say loopd or brokerd is unavailable mid-turn
-CANCEL_S = 25.0  # gatewayd waits for loopd to end the turn, then denies its approvals
 OUTPUT_COMMAND = "/output"
 HELP_COMMAND = "/help"
 CONSOLE_HINT = f"{OUTPUT_COMMAND} shows it"
@@ -87,6 +85,7 @@ class Chat:
         keyboard: Keyboard | None,
         as_json: bool = False,
         show_output: bool = False,
+        no_wait: bool = False,
         out: TextIO = sys.stdout,
         width: Callable[[], int | None] = terminal_width,
     ) -> None:
@@ -96,12 +95,14 @@ class Chat:
         self.keyboard = keyboard  # None: approvals are answered elsewhere
         self.as_json = as_json
         self.show_output = show_output  # each tool's output in full, not folded
+        self.no_wait = no_wait  # an approval not asked inline ends the watch (`--no-wait`)
         self.hint = SHOW_OUTPUT  # how to see a folded output (the console has its command)
         self.last_done: ToolDone | None = None  # the last call that gave an output
         self.cursor = 0  # the newest seq of the session read so far
         self._out = out
         self._width = width  # the terminal's columns now (None: not a terminal)
         self._shown: set[str] = set()  # approvals asked about or printed
+        self._waits_said: set[str] = set()  # approvals whose "… waits for" line is shown
 
     def __repr__(self) -> str:
         how = "inline" if self.keyboard is not None and not self.as_json else "elsewhere"
@@ -117,24 +118,25 @@ class Chat:
     def send(self, text: str) -> int:
         """Hand the owner's message to the agent; the turn it runs as."""
         message = OwnerMessage(request_id("chat"), self.session, text)
-        answer = self.link.request(message, timeout_s=10.0)  # gatewayd answers a retry once
+        answer = self.link.ask(message)
         if isinstance(answer, Accepted):
             self.cursor = max(self.cursor, answer.seq - 1)  # older history is not this turn's
             return answer.turn
         _refused(answer)
 
-    def follow(self, turn: int) -> EndReason:
-        """Show `turn` as it happens, and the approvals it waits for, until it ends."""
+    def follow(self, turn: int) -> EndReason | None:
+        """Show `turn` as it happens, and the approvals it waits for, until it ends (None:
+        it waits for an approval and `no_wait` left it to the owner's other ways)."""
         patience: float | None = None  # while loopd or brokerd restarts, keep asking a while
         while True:
             query = EventsQuery(request_id("chat"), self.session, self.cursor, WAIT_MS)
-            answer = self.link.request(query, timeout_s=WAIT_MS / 1000 + 5.0)
+            answer = self.link.ask(query)
             if isinstance(answer, Error) and answer.code is ErrorCode.UNAVAILABLE:
                 patience = patience or time.monotonic() + PATIENCE_S
                 if time.monotonic() < patience:
                     time.sleep(1.0)
                     continue
-            if not isinstance(answer, Events):
+            if isinstance(answer, Error):
                 _refused(answer)
             patience = None
             ended: EndReason | None = None
@@ -149,11 +151,16 @@ class Chat:
             for info in answer.pending:
                 if info.approval not in self._shown:
                     self._shown.add(info.approval)
-                    self.approval(info)
+                    if not self.approval(info):
+                        return None
 
     def show(self, event: TurnEvent) -> None:
         if isinstance(event.event, ToolDone) and event.event.output:
             self.last_done = event.event
+        if isinstance(event.event, ToolPending) and not self.as_json:
+            if event.event.approval in self._waits_said:
+                return  # said before its card, which came first (`approval`)
+            self._waits_said.add(event.event.approval)
         if self.as_json:
             self.say(wire.encode(event).decode())
         else:
@@ -172,27 +179,35 @@ class Chat:
         """Ask gatewayd to stop the session's running turn (Ctrl-C), and say what became of
         it; the turn's end comes as its last event."""
         self.say("", "stopping the turn… (Ctrl-C again leaves)")
-        answer = self.link.request(Cancel(request_id("chat"), self.session), timeout_s=CANCEL_S)
-        if isinstance(answer, Cancelled):
-            if answer.turn is None:
-                self.say("no turn was running")
-            else:
-                self.say(f"turn {answer.turn} stopped; its pending approvals are denied")
-        elif isinstance(answer, Error):
+        answer = self.link.ask(Cancel(request_id("chat"), self.session))
+        if isinstance(answer, Error):
             self.say(f"could not stop the turn: {visible(answer.message)} ({answer.code})")
+        elif answer.turn is None:
+            self.say("no turn was running")
         else:
-            self.say(f"could not stop the turn: gatewayd answered {type(answer).__name__}")
+            self.say(f"turn {answer.turn} stopped; its pending approvals are denied")
 
     # --- approvals ---------------------------------------------------------------------------
 
-    def approval(self, info: ApprovalInfo) -> None:
+    def approval(self, info: ApprovalInfo) -> bool:
+        """Show an approval, and ask it inline when there is a keyboard; False when `no_wait`
+        leaves it to the owner's other ways."""
         if self.as_json:  # never asked inline: a script answers with `bxctl approve`
             self.say(wire.encode(ApprovalRequested(info)).decode())
-            return
+            return not self.no_wait
+        if info.session == self.session and info.approval not in self._waits_said:
+            # The pending list can come before the turn's own event: its line goes first, so
+            # that "… waits for X" is never read after "approved X".
+            self._waits_said.add(info.approval)
+            waits = ToolPending(info.tool, info.approval)
+            self.say(*agent_lines(event_lines(waits), self._width()))
         self.say(*approval_card(info, now_ms(), self._width()))
+        if self.no_wait:
+            self.say(_not_waiting(info))
+            return False
         if self.keyboard is None:
-            self.say(_elsewhere(info.approval))
-            return
+            self.say(_elsewhere(info))
+            return True
         while True:
             self.keyboard.discard()  # typed before this card was shown: not an answer to it
             self._out.write(prompt(info))
@@ -200,10 +215,10 @@ class Chat:
             reply = self._read_answer(self.keyboard, info.approval)
             if isinstance(reply, SettledElsewhere):
                 self.say("", f"{info.approval} was settled elsewhere")
-                return
+                return True
             if reply is None:  # end of input: not an answer (§13)
-                self.say("", f"left for later; {_elsewhere(info.approval)}")
-                return
+                self.say("", f"left for later; {_elsewhere(info)}")
+                return True
             verdict = read_answer(reply, info)
             if verdict is None:
                 continue  # an empty line is not an answer: ask again
@@ -213,11 +228,11 @@ class Chat:
             request = VerdictRequest(
                 request_id("chat"), info.approval, verdict.approve, verdict.scope, self.by
             )
-            answer = self.link.request(request, timeout_s=20.0)  # gatewayd answers a retry once
+            answer = self.link.ask(request)
             self.say(verdict_line(info.approval, answer)[0])
             if isinstance(answer, Error) and answer.code is ErrorCode.UNAVAILABLE:
                 self._shown.discard(info.approval)  # not settled: ask again at the next poll
-            return
+            return True
 
     def _read_answer(self, keyboard: Keyboard, approval: str) -> str | SettledElsewhere | None:
         """A line from the terminal; None at its end; SettledElsewhere if, while waiting, the
@@ -231,10 +246,10 @@ class Chat:
 
     def _still_pending(self, approval: str) -> bool:
         try:
-            answer = self.link.request(PendingQuery(request_id("chat")), timeout_s=5.0, tries=1)
+            answer = self.link.ask(PendingQuery(request_id("chat")))
         except CommandError:  # gatewayd did not answer: the owner's answer may still count
             return True
-        if not isinstance(answer, PendingList):
+        if isinstance(answer, Error):
             return True  # cannot tell: keep asking
         return any(info.approval == approval for info in answer.approvals)
 
@@ -243,7 +258,7 @@ class Chat:
     def console(self) -> None:
         """Each line a message, each turn followed to its end (Ctrl-C stops it); end of input,
         or Ctrl-C at the prompt, leaves."""
-        self.link.request(Ping(request_id("chat")), timeout_s=3.0, tries=2)  # is it up?
+        self.link.ask(Ping(request_id("chat")))  # is it up?
         self.hint = CONSOLE_HINT
         if self.keyboard is not None:
             self.say(
@@ -267,8 +282,9 @@ class Chat:
             elif command:
                 self.turn(self.send(line))
 
-    def turn(self, turn: int) -> EndReason:
-        """Follow `turn` to its end; a first Ctrl-C stops it, a second one leaves (raised)."""
+    def turn(self, turn: int) -> EndReason | None:
+        """Follow `turn` to its end (None: left waiting, `no_wait`); a first Ctrl-C stops it, a
+        second one leaves (raised)."""
         try:
             return self.follow(turn)
         except KeyboardInterrupt:
@@ -285,14 +301,23 @@ class Chat:
         return None if isinstance(line, NothingYet) else line
 
 
-def _elsewhere(approval: str) -> str:
+def _elsewhere(info: ApprovalInfo) -> str:
     return (
-        f"waiting for the owner's verdict: `bxctl approve {approval}` or "
-        f"`bxctl deny {approval}` (or the console)"
+        f"waiting for the owner's verdict: {_answers(info.approval)}; it expires "
+        f"{until(info.expires, now_ms())} (`bxctl chat --no-wait` does not wait)"
     )
 
 
-def _refused(answer: Any) -> NoReturn:
-    if isinstance(answer, Error):
-        fail(f"gatewayd: {visible(answer.message)} ({answer.code})")
-    fail(f"gatewayd answered {type(answer).__name__}")
+def _not_waiting(info: ApprovalInfo) -> str:
+    return (
+        f"not waiting (--no-wait); the turn waits for {_answers(info.approval)}, "
+        f"until it expires {until(info.expires, now_ms())}"
+    )
+
+
+def _answers(approval: str) -> str:
+    return f"`bxctl approve {approval}` or `bxctl deny {approval}` (or the console)"
+
+
+def _refused(answer: Error) -> NoReturn:
+    fail(f"gatewayd: {visible(answer.message)} ({answer.code})")

@@ -3,17 +3,20 @@ line saying why there is none (an `error` answer included)."""
 
 from __future__ import annotations
 
-from bxcore.client import Request
+from typing import TypeVar
+
 from bxcore.home import Home
-from bxcore.messages import Error
+from bxcore.messages import Asks, Error
 from bxctl.output import fail
 from bxctl.owner_link import OwnerLink
 
+A = TypeVar("A")
 
-def ask(home: Home, socket: str, message: Request, *, timeout_s: float = 5.0) -> object:
+
+def ask(home: Home, socket: str, message: Asks[A]) -> A:
     """Send `message` on `socket` and return the answer; an `error` answer fails."""
     with OwnerLink(home, socket) as link:
-        answer = link.request(message, timeout_s=timeout_s)
+        answer = link.ask(message)
     if isinstance(answer, Error):
         fail(f"{link.service}: {answer.message} ({answer.code})")
     return answer

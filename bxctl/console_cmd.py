@@ -1,5 +1,7 @@
 """`bxctl console [--open]` (SPEC §12.1, §13): the console's link with the owner token in its
-fragment, printed (or opened in the owner's browser). `bxctl up` prints the same line once.
+fragment, printed (or opened in the owner's browser); and the lines `up`, `restart` and
+`status` print about it. Every link is where the running gatewayd says it serves the console
+(`bxcore.console_link.console_served`), never config.toml's port: that one may be taken.
 """
 
 from __future__ import annotations
@@ -9,21 +11,45 @@ from typing import Annotated
 import typer
 
 from bxcore.config import ConfigError, load_config
-from bxcore.console_link import TokenError, console_link, ensure_token, read_token
+from bxcore.console_link import Served, TokenError, console_link, console_served, read_token
 from bxcore.home import Home
+from bxcore.messages import ServiceState, SupervisorReport
 from bxctl.output import fail, print_json, say
+from bxctl.supervisor_link import running, status_report
 
 
 def link(home: Home) -> str:
-    """The console's link for this home; CommandError-style `fail` when it cannot be had."""
+    """The console's link for this home's running box; `fail` with why when there is none."""
     try:
-        config = load_config(home.config).console
-        if not config.enabled:
+        if not load_config(home.config).console.enabled:
             fail("the console is off ([console] enabled = false in config.toml)")
-        ensure_token(home.console_token)
-        return console_link(config.host, config.port, read_token(home.console_token))
-    except (ConfigError, TokenError) as error:
+    except ConfigError as error:
         fail(str(error))
+    record = running(home)
+    if record is None:
+        fail("the box is not running, so nothing serves the console; start it with `bxctl up`")
+    report = status_report(record)
+    served = console_served(home, report.services)
+    if served is None:
+        fail(not_served(report))
+    try:
+        return console_link(served.host, served.port, read_token(home.console_token))
+    except TokenError as error:
+        fail(str(error))
+
+
+def not_served(report: SupervisorReport) -> str:
+    """Why a running box serves no console: gatewayd's state, or its silence. Pure."""
+    gatewayd = next((info for info in report.services if info.name == "gatewayd"), None)
+    if gatewayd is None:
+        return "this box runs no gatewayd, so nothing serves the console"
+    if gatewayd.state is not ServiceState.RUNNING:
+        exited = f": {gatewayd.last_exit}" if gatewayd.last_exit else ""
+        return (
+            f"gatewayd is not running ({gatewayd.state}{exited}), so nothing serves the console; "
+            "see `bxctl logs gatewayd`"
+        )
+    return "gatewayd runs but has not said where it serves the console; see `bxctl logs gatewayd`"
 
 
 def console(
@@ -33,7 +59,7 @@ def console(
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")] = False,
 ) -> None:
-    """The console's link, with the owner token (keep it to yourself)."""
+    """The running console's link, with the owner token (keep it to yourself)."""
     home: Home = ctx.obj.home
     url = link(home)
     if as_json:
@@ -47,15 +73,20 @@ def console(
             fail("no web browser could be opened here; open the link above yourself")
 
 
-def console_line(home: Home, address: str) -> str:
-    """What `bxctl up` prints once the box has started: the address with the token, so one
-    click logs in; the bare address (and how to get the link) when the token is unreadable."""
+def moved_line(served: Served) -> str | None:
+    """`console: port 8420 was taken, …` when gatewayd serves on another port; else None."""
+    return None if served.moved is None else f"console: {served.moved} (another box or program)"
+
+
+def console_line(home: Home, served: Served) -> str:
+    """What `bxctl up` and `restart` print once the box has started: the address with the
+    token, so one click logs in; the bare address (and why) when the token is unreadable."""
     try:
-        return f"{address}#token={read_token(home.console_token)}"
+        return f"console: {served.address}#token={read_token(home.console_token)}"
     except TokenError as error:
-        return f"{address}  ({error})"
+        return f"console: {served.address}  ({error})"
 
 
-def console_hint(address: str) -> str:
+def console_hint(served: Served) -> str:
     """What `bxctl status` prints: the address, and where the link with the token is."""
-    return f"{address}  (`bxctl console` gives the link that logs you in)"
+    return f"console: {served.address}  (`bxctl console` gives the link that logs you in)"

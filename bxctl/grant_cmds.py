@@ -20,14 +20,14 @@ from bxctl.safety import grant_warnings
 from services.brokerd.core import grant_check
 from services.brokerd.core.grant_check import CheckedGrants, denies_said
 from services.brokerd.core.grants import KINDS_SAID, RESULTS_SAID, Grant, InvalidGrant, takes_write
-from services.brokerd.grant_files import (
+from services.brokerd.face import (
     GrantFields,
     GrantRefused,
     add_grant,
     parse_match,
+    read_folder,
     remove_grant,
 )
-from services.brokerd.grants_folder import read_folder
 
 app = typer.Typer(help="The owner's grants: what the agent may do.", no_args_is_help=True)
 
@@ -212,9 +212,13 @@ def add(
     except GrantRefused as error:
         fail(str(error))
     say(f"added {grant_id}: {grant.mode} {grant.tool} {scope_text(grant)}".rstrip())
+    for line in grant_warnings(home):  # what `grant check` would say of it, said now
+        if line.startswith(f"grant {grant_id} ") or f"{grant_id}: " in line:
+            say(f"warning: {line}", style="yellow")
 
 
-@app.command()
+@app.command("rm")
+@app.command("remove", help="Remove a grant (the same as `bxctl grant rm`).")
 def rm(
     ctx: typer.Context,
     grant_id: Annotated[str, typer.Argument(metavar="ID")],

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import pwd
+from collections.abc import Mapping
 from pathlib import Path
 
 from bxcore import curve
@@ -23,9 +24,10 @@ FOLDER_MODE = 0o700  # the home and every folder bxctl makes in it
 FILE_MODE = 0o600  # every file bxctl writes in it (a public key is public: 0644)
 
 
-def starter_grants(home: Home) -> dict[str, str]:
-    """The starter grants (§5.6), by id: small, safe, and each explained."""
-    workspace = toml_value(str(home.workspace))
+def starter_set(home: Home, folder: Path | None = None) -> dict[str, str]:
+    """The starter grants (§5.6), by id: small, safe, and each explained; over `folder` (the
+    home's `workspace/` unless the owner chose another)."""
+    workspace = toml_value(str(folder or home.workspace))
     head = "# A starter grant written by `bxctl init`; edit or remove it as you like.\n"
     return {
         "memory": head
@@ -100,9 +102,20 @@ def _workspace_owner(home: Home) -> tuple[int, int] | None:
     return tool_user_ids(configured)
 
 
-def init_home(home: Home) -> list[str]:
+def init_home(
+    home: Home,
+    *,
+    starter_grants: bool = True,
+    config: str = COMMENTED_CONFIG,
+    grants: Mapping[str, str] | None = None,
+    workspace: Path | None = None,
+) -> list[str]:
     """Create what is missing; return what was created, one line each (empty: all was there).
-    HomeError (one line, nothing created) when run as root with no usable `[sandbox] user`."""
+    `config` is the config file's text, `grants` the grants (by id; the starter set unless
+    given) and `workspace` the agent's folder, when the guided init chose them. Grants go only
+    into an empty grants folder, and none without `starter_grants` (a restored home's grants
+    are the archive's, none included). HomeError (one line, nothing created) when run as root
+    with no usable `[sandbox] user`."""
     workspace_owner = _workspace_owner(home)
     made: list[str] = []
     try:
@@ -115,10 +128,11 @@ def init_home(home: Home) -> list[str]:
             home.keys,
             home.logs,
             home.workspace,
+            *([] if workspace is None else [workspace]),
         ):
             if make_folder(folder):
                 made.append(f"folder {folder}")
-                if folder == home.workspace and workspace_owner is not None:
+                if folder in (home.workspace, workspace) and workspace_owner is not None:
                     os.chown(folder, *workspace_owner)
     except OSError as error:
         raise HomeError(f"cannot create the home folder: {one_line(error)}") from None
@@ -131,10 +145,10 @@ def init_home(home: Home) -> list[str]:
             made.append(f"console token {home.console_token}")
     except TokenError as error:
         raise HomeError(str(error)) from None
-    if write_new(home.config, COMMENTED_CONFIG):
+    if write_new(home.config, config):
         made.append(f"config {home.config}")
-    if not any(home.grants.glob("*.toml")):
-        for grant_id, text in starter_grants(home).items():
+    if starter_grants and not any(home.grants.glob("*.toml")):
+        for grant_id, text in (starter_set(home) if grants is None else grants).items():
             if write_new(home.grant(grant_id), text):
                 made.append(f"grant {grant_id}")
     return made

@@ -22,7 +22,7 @@ from bxcore.jobs import Cron, InvalidJob, Job
 from bxctl import job_run_cmds
 from bxctl.init import make_folder
 from bxctl.output import fail, print_json, say, table
-from services.brokerd.grants_folder import read_folder
+from services.brokerd.face import read_folder
 
 app = typer.Typer(help="Scheduled jobs: turns the box starts by itself.", no_args_is_help=True)
 

@@ -9,16 +9,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from bxcore import curve
-from bxcore.client import ProtocolError, SyncClient, Unreachable
+from bxcore.asking import PATIENCE
+from bxcore.client import ProtocolError, SyncClient, Unreachable, WrongAnswer
 from bxcore.config import ConfigError, load_config
 from bxcore.home import Home
 from bxcore.messages import Error, LedgerQuery, LedgerStatus
 from bxctl.owner_link import as_owner, request_id
 
-ASK_S = 3.0  # answered at once, while the ledger loads too: longer means brokerd is stuck
 
-
-def ask_ledger(home: Home, timeout_s: float = ASK_S) -> LedgerStatus | str:
+def ask_ledger(home: Home) -> LedgerStatus | str:
     """brokerd's answer, or why there is none (one line)."""
     try:
         endpoint = load_config(home.config).sockets.endpoint("admin", home)
@@ -27,15 +26,15 @@ def ask_ledger(home: Home, timeout_s: float = ASK_S) -> LedgerStatus | str:
         return f"cannot ask brokerd: {error}"
     if endpoint.startswith("ipc://") and not Path(endpoint[6:]).exists():
         return f"brokerd has no admin socket at {endpoint}"
-    with SyncClient(endpoint, name="brokerd", secure=secure) as client:
+    with SyncClient(endpoint, socket="admin", secure=secure) as client:
         try:
-            answer = client.request(LedgerQuery(request_id("ledger")), timeout=timeout_s, tries=1)
+            answer = client.ask(LedgerQuery(request_id("ledger")))
         except Unreachable:
-            return f"brokerd did not answer in {timeout_s:g} s"
+            return f"brokerd did not answer in {PATIENCE['admin'][LedgerQuery].timeout_s:g} s"
         except ProtocolError as error:
             return f"brokerd answered something unreadable: {error.reason}"
-    if isinstance(answer, LedgerStatus):
-        return answer
+        except WrongAnswer as error:
+            return str(error)
     if isinstance(answer, Error):
         return f"brokerd: {answer.message}"
-    return f"brokerd answered {type(answer).__name__}"
+    return answer

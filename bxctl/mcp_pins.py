@@ -1,6 +1,7 @@
-"""The owner's side of pinning (SPEC §18.3): what brokerd last listed of a server (read by
-`bxcore.mcp_state`), shown whole with every hidden character made visible and flagged, and
-the pins file `bxctl mcp trust` writes. No socket: the files are the owner's.
+"""The owner's side of pinning (SPEC §18.3, §20): what brokerd last listed of a server (read by
+`bxcore.mcp_state`), shown whole with every hidden character made visible and flagged, each
+argument with the role it would be pinned with, and the pins file `bxctl mcp trust` writes
+(`bxcore.mcp_trust`). No socket: the files are the owner's.
 """
 
 from __future__ import annotations
@@ -8,27 +9,30 @@ from __future__ import annotations
 import json
 import unicodedata
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
-from bxcore.atomic import write_atomically
-from bxcore.home import Home
 from bxcore.mcp_state import NotListed, comparison, listing, pins
-from bxcore.mcp_tools import Pins, ToolDef, render_pins
-from bxcore.roles import propose
+from bxcore.mcp_tools import ToolDef
+from bxcore.mcp_trust import Source, State, ToolPlan, trust
+from bxcore.roles import MEANING
 from bxcore.visible import reasons, visible
 
-__all__ = ["NotListed", "comparison", "listing", "pins", "show_tool", "shown", "trust"]
+__all__ = [
+    "NotListed", "comparison", "listing", "pins", "roles_lines", "show_tool", "shown", "trust",
+]  # fmt: skip
 
-
-def trust(home: Home, name: str, tools: tuple[ToolDef, ...], now: datetime | None = None) -> Pins:
-    """Pin exactly `tools` (what the owner was shown) for server `name`, each with the roles
-    its arguments are proposed (§20)."""
-    when = (now or datetime.now(UTC)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    roles = {tool.name: propose(tool.input_schema) for tool in tools}
-    pinned = Pins(name, when, {tool.name: tool for tool in tools}, roles)
-    home.mcp.mkdir(mode=0o700, parents=True, exist_ok=True)
-    write_atomically(home.mcp_pins(name), render_pins(pinned))
-    return pinned
+STATES = {
+    State.UNCHANGED: "pinned, unchanged",
+    State.NEW: "NEW: never trusted",
+    State.CHANGED: "CHANGED since the owner trusted it",
+    State.ROLES_CHANGED: (
+        "ROLES CHANGED since you trusted it: its pinned roles hold until you trust it again"
+    ),
+}
+SOURCES = {
+    Source.PROPOSED: "proposed",
+    Source.KEPT: "as you confirmed it",
+    Source.YOURS: "yours, now",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,3 +76,20 @@ def show_tool(tool: ToolDef) -> tuple[str, tuple[str, ...]]:
         lines += ["  annotations: " + notes.text]
     hidden = tuple(dict.fromkeys(description.hidden + schema.hidden))
     return "\n".join(lines), hidden
+
+
+def roles_lines(entry: ToolPlan) -> list[str]:
+    """Each argument of a tool with the role it would be pinned with, where the role comes
+    from, what it means (§20), and how to change it."""
+    name = visible(entry.tool.name)
+    if not entry.roles:
+        return ["  arguments: none"]
+    lines = [f"  arguments (change a role: --role {name}.ARG=target|content|code):"]
+    for choice in entry.roles:
+        said = SOURCES[choice.source]
+        if choice.was is not None:
+            said += f"; pinned now as {choice.was.value}"
+        lines.append(
+            f"    {visible(choice.argument)}: {choice.role.value} ({said}): {MEANING[choice.role]}"
+        )
+    return lines

@@ -33,10 +33,16 @@ from bxctl.model_verdict import (
     judge_error,
     judge_reply,
 )
-from services.loopd.anthropic import VERSION, messages_url
-from services.loopd.http_client import read_key, server_message
-from services.loopd.model import McpTool, ModelError, User
-from services.loopd.providers import make_model
+from services.loopd.face import (
+    VERSION,
+    McpTool,
+    ModelError,
+    User,
+    make_model,
+    messages_url,
+    read_key,
+    server_message,
+)
 
 LIST_TIMEOUT_S = 10.0  # listing models is quick on every server; a model's answer may not be
 MAX_LIST_BYTES = 4 * 1024 * 1024

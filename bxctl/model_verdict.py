@@ -41,7 +41,6 @@ class Failure(enum.StrEnum):
     TLS = "tls"  # the TLS handshake failed (certificate, protocol)
     TIMEOUT = "timeout"
     KEY = "key"  # 401 or 403
-    NO_KEY = "no_key"  # api_key_env names a variable that is not set
     HTTP = "http"  # another status
     OTHER = "other"
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -114,3 +115,21 @@ def table(
     lines = [columns, *cells]
     for line in lines:
         typer.echo("  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip())
+
+
+def invocation(argv0: str | None = None, on_path: str | None = None, cwd: str | None = None) -> str:
+    """How the owner runs this bxctl from their shell, for the commands bxctl suggests:
+    `bxctl` when that name on $PATH is this very program (or it does not run as a program
+    named bxctl: `python -m bxctl`, a test), else its path, relative to the working folder
+    when inside it (`.venv/bin/bxctl`, as the README starts it)."""
+    program = sys.argv[0] if argv0 is None else argv0
+    if os.path.basename(program) != "bxctl":
+        return "bxctl"
+    found = shutil.which("bxctl") if on_path is None else on_path
+    here = os.path.abspath(program)  # not resolved: a venv's bxctl may be a link
+    if found and os.path.abspath(found) == here:
+        return "bxctl"
+    relative = os.path.relpath(here, os.getcwd() if cwd is None else cwd)
+    if relative.split(os.sep)[0] == os.pardir:
+        return here
+    return relative if os.sep in relative else os.path.join(os.curdir, relative)

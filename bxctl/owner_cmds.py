@@ -24,7 +24,7 @@ from bxcore.ids import valid_session
 from bxcore.messages import (
     ApprovalRequested,
     EndReason,
-    PendingList,
+    Error,
     PendingQuery,
     Scope,
     VerdictRequest,
@@ -68,11 +68,22 @@ def chat(
         bool,
         typer.Option("--show-output", help="Show each tool's output, not only its size."),
     ] = False,
+    no_wait: Annotated[
+        bool,
+        typer.Option(
+            "--no-wait",
+            help="When the turn waits for an approval, print it and exit (0); the turn goes "
+            "on, and `bxctl approve` or the console answers it.",
+        ),
+    ] = False,
 ) -> None:
     """Talk to the agent and watch the turn; approvals are asked inline on a terminal.
 
-    On a terminal, Ctrl-C stops the running turn (its pending approvals are denied) and a
-    second Ctrl-C leaves; without one (or with --json), Ctrl-C only stops watching.
+    Without a terminal, an approval is printed with how long it waits for a verdict from
+    elsewhere (`bxctl approve`, the console; [broker] approval_ttl_s, 10 minutes unless
+    set); --no-wait exits there instead. On a terminal, Ctrl-C stops the running turn (its
+    pending approvals are denied) and a second Ctrl-C leaves; without one (or with --json),
+    Ctrl-C only stops watching.
     Without MESSAGE, a console: each line is a message, /output shows the last tool's
     output, /help the rest, Ctrl-D (or Ctrl-C at the prompt) leaves."""
     if not valid_session(session):
@@ -91,6 +102,7 @@ def chat(
             keyboard=Keyboard(sys.stdin.fileno()) if terminal else None,
             as_json=as_json,
             show_output=show_output,
+            no_wait=no_wait,
         )
         try:
             if message is None:
@@ -119,9 +131,9 @@ def _interrupted(console: bool, stops: bool) -> str:
 def pending(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """The approvals waiting for the owner, oldest first, each with every argument in full."""
     with OwnerLink(ctx.obj.home, "admin") as link:
-        answer = link.request(PendingQuery(request_id("bxctl-pending")), timeout_s=5.0)
-    if not isinstance(answer, PendingList):
-        fail(f"brokerd answered {type(answer).__name__}: {visible(str(answer))}")
+        answer = link.ask(PendingQuery(request_id("bxctl-pending")))
+    if isinstance(answer, Error):
+        fail(f"brokerd: {visible(answer.message)} ({answer.code})")
     if as_json:
         print_json([_approval_json(info) for info in answer.approvals])
         return
@@ -163,8 +175,7 @@ def _verdict(ctx: typer.Context, approval: str, approve: bool, scope: Scope) -> 
         request_id("bxctl-verdict"), approval, approve, scope, f"bxctl ({_user()})"
     )
     with OwnerLink(ctx.obj.home, "admin") as link:
-        # Not retried: brokerd would answer a repeat `already settled`, hiding our own verdict.
-        answer = link.request(verdict, timeout_s=15.0, tries=1)
+        answer = link.ask(verdict)
     line, ok = verdict_line(approval, answer)
     if not ok:
         fail(line)

@@ -12,34 +12,27 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, TypeVar
 
 from bxcore import curve
-from bxcore.client import ProtocolError, Request, Secure, SyncClient, Unreachable
+from bxcore.asking import SERVICE, Patience
+from bxcore.client import AskFailed, ProtocolError, Secure, SyncClient, Unreachable
 from bxcore.config import ConfigError, load_config
 from bxcore.home import Home
-from bxcore.messages import ServiceInfo
+from bxcore.messages import Asks, Error, ServiceInfo
 from bxctl.output import fail
 from bxctl.supervisor_link import down, explain, whereabouts
 
 #: The CURVE sockets the owner speaks on, and whose key each server holds.
 SERVERS = {"gateway": "gatewayd", "admin": "brokerd"}
-#: Who answers on each socket, for the owner's messages.
-SERVICES = {
-    **SERVERS,
-    "broker": "brokerd",
-    "loop": "loopd",
-    "memory": "memoryd",
-    "supervisor": "the supervisor",
-}
-NOT_RUNNING = "is boxmaker running? try `bxctl up`"
+A = TypeVar("A")
 FIRST_LOOK_S = 1.0  # no answer this soon: ask the supervisor whether waiting is any use
 
 
 class OwnerLink:
     def __init__(self, home: Home, socket: str) -> None:
         self.home = home
-        self.service = SERVICES[socket]
+        self.service = SERVICE[socket]
         secure: Secure | None = None
         try:
             self.endpoint = load_config(home.config).sockets.endpoint(socket, home)
@@ -47,7 +40,7 @@ class OwnerLink:
                 secure = as_owner(home, SERVERS[socket])
         except (ConfigError, curve.KeyFileError) as error:
             fail(str(error))
-        self._client = SyncClient(self.endpoint, name=self.service, secure=secure)
+        self._client = SyncClient(self.endpoint, socket=socket, secure=secure)
 
     def __repr__(self) -> str:
         state = "connected" if self._client.connected else "idle"
@@ -62,22 +55,21 @@ class OwnerLink:
     def close(self) -> None:
         self._client.close()
 
-    def request(self, message: Request, *, timeout_s: float = 5.0, tries: int = 3) -> object:
-        """Send `message`; its answer (an `error` too). No answer after `tries`: one line
-        saying the box does not seem to run, and exit 1."""
+    def ask(self, message: Asks[A], patience: Patience | None = None) -> A | Error:
+        """Send `message` (as patiently as `bxcore.asking` says, unless `patience`); its
+        answer (an `error` too). No answer: one line saying the box does not seem to run, and
+        exit 1."""
         self._check_endpoint()
         try:
-            return self._client.request(
-                message,
-                timeout=timeout_s,
-                tries=tries,
-                on_silence=self._look,
-                silence_s=FIRST_LOOK_S,
+            return self._client.ask(
+                message, patience=patience, on_silence=self._look, silence_s=FIRST_LOOK_S
             )
         except Unreachable:
             self._fail(f"did not answer at {self.endpoint}")
         except ProtocolError as error:
             fail(f"{self.service} answered something unreadable: {error.reason}")
+        except AskFailed as error:  # a wrong answer
+            fail(str(error))
 
     def _look(self) -> None:
         """No answer yet: when the supervisor says the service will not run unless the owner
@@ -93,7 +85,7 @@ class OwnerLink:
 
     @property
     def _supervised(self) -> bool:
-        return self.service != SERVICES["supervisor"]
+        return self.service != SERVICE["supervisor"]
 
     def _fail(self, trouble: str, info: ServiceInfo | None = None) -> NoReturn:
         """One line: what went wrong with the service, and what the supervisor says of it."""

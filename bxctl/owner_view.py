@@ -6,7 +6,7 @@ the owner's terminal. Every line of a turn is shown in the agent's gutter (`AGEN
 the terminal's width so the terminal never wraps it: a row that does not start with the
 marker is the box's own (a card, a prompt, a verdict), and the model cannot draw one. A
 denial is shown by its sentence (`no grant allows this call`), a tool's output folded unless
-asked for, a `write_file`'s preview on its card.
+asked for; a `write_file`'s preview and where each target came from (§20) on its card.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from bxcore.messages import (
     Event,
     OwnerSaid,
     Settled,
+    TargetInfo,
     ToolCalled,
     ToolDenied,
     ToolDone,
@@ -67,29 +68,46 @@ def columns(text: str) -> int:
     return sum(cells(char) for char in text)
 
 
-def pieces(line: str, width: int) -> list[str]:
-    """`line` cut into pieces of at most `width` columns (at least one character each)."""
+def pieces(line: str, width: int, *, words: bool = False) -> list[str]:
+    """`line` cut into pieces of at most `width` columns (at least one character each), every
+    character kept. With `words`, a piece that would end inside a word ends at the row's last
+    space instead, when it has one, and the one space a row breaks at is left out (as any
+    word wrapper does)."""
     found: list[str] = []
     start = used = 0
-    for index, char in enumerate(line):
-        size = cells(char)
+    index = 0
+    while index < len(line):
+        size = cells(line[index])
         if used + size > width and index > start:
-            found.append(line[start:index])
-            start, used = index, 0
+            if words and line[index] == " ":
+                found.append(line[start:index])
+                start = index = index + 1
+                used = 0
+                continue
+            space = line.rfind(" ", start + 1, index) if words else -1
+            if space > start:
+                found.append(line[start:space])
+                start, used = space + 1, columns(line[space + 1 : index])
+            else:
+                found.append(line[start:index])
+                start, used = index, 0
         used += size
+        index += 1
     found.append(line[start:])
     return found
 
 
-def fitted(line: str, width: int | None, first: str, rest: str) -> list[str]:
+def fitted(
+    line: str, width: int | None, first: str, rest: str, *, words: bool = False
+) -> list[str]:
     """`line` after `first`, going on after `rest` on as many rows as it takes, each row at
-    most `width` columns (`None`: one row, however long). A row with nothing after its
-    lead-in ends where the lead-in's text does."""
+    most `width` columns (`None`: one row, however long), broken between words if `words`.
+    A row with nothing after its lead-in ends where the lead-in's text does."""
     line = line.expandtabs(TAB)
     if width is None:
         parts = [line]
     else:
-        parts = pieces(line, max(1, width - max(columns(first), columns(rest))))
+        parts = pieces(line, max(1, width - max(columns(first), columns(rest))), words=words)
     return [_row(first, parts[0]), *(_row(rest, part) for part in parts[1:])]
 
 
@@ -98,8 +116,9 @@ def _row(lead: str, text: str) -> str:
 
 
 def agent_lines(lines: Iterable[str], width: int | None = None) -> list[str]:
-    """Each line in the agent's gutter, every row of it (an empty one, a wrapped one too)."""
-    return [row for line in lines for row in fitted(line, width, AGENT, AGENT)]
+    """Each line in the agent's gutter, every row of it (an empty one, a wrapped one too),
+    wrapped between words where it can be."""
+    return [row for line in lines for row in fitted(line, width, AGENT, AGENT, words=True)]
 
 
 def card_lines(lines: Iterable[str], width: int | None = None) -> list[str]:
@@ -199,6 +218,7 @@ def approval_card(info: ApprovalInfo, now_ms: int, width: int | None = None) -> 
             f"  grant:   {visible(info.grant)}{binding_note(info.write)}",
             f"  label:   {label}",
             f"  expires: {visible(info.expires)} ({until(info.expires, now_ms)})",
+            *target_lines(info),
             "  arguments:",
             *(f"    {line}" for line in arguments.lines()),
             *([] if preview is None else ["  would change:", *_indented(preview.lines())]),
@@ -209,6 +229,40 @@ def approval_card(info: ApprovalInfo, now_ms: int, width: int | None = None) -> 
 
 
 DIFFERENCE = "The difference holds"
+UNTRUSTED_ORIGIN = "untrusted: "
+#: A target's provenance in the owner's words; the console's js/targets.js says the same.
+ORIGINS_SAID = {
+    "owner": "from your message",
+    "job": "from the job's prompt",
+    "code": "code, never taken as yours",
+    "untrusted": "NOT FROM YOU: first seen in the result of ",
+    "unknown": "NOT FROM YOU: in no result the box still holds",
+}
+
+
+def target_lines(info: ApprovalInfo) -> list[str]:
+    """Where each target value of a call that asks came from (§20), the ones not the owner's
+    first: none for a call that asks for another reason."""
+    if not info.targets:
+        return []
+    ordered = sorted(info.targets, key=lambda t: t.origin in ("owner", "code"))
+    return ["  targets (where each value came from):"] + [
+        f"    {visible(t.at)} = {visible(t.value)}: {origin_said(t, info.job)}" for t in ordered
+    ]
+
+
+def origin_said(target: TargetInfo, job: str | None = None) -> str:
+    """A target's provenance in the owner's words: `from your message`, `code, …`, or which
+    call's result a value not the owner's was first seen in."""
+    if target.origin == "owner":
+        return ORIGINS_SAID["job" if job else "owner"]
+    if target.origin in ("code", "unknown"):
+        return ORIGINS_SAID[target.origin]
+    if target.origin.startswith(UNTRUSTED_ORIGIN):
+        tool = "" if target.tool is None else f" ({visible(target.tool)})"
+        called = visible(target.origin[len(UNTRUSTED_ORIGIN) :])
+        return f"{ORIGINS_SAID['untrusted']}{called}{tool}"
+    return visible(target.origin)
 
 
 def _indented(lines: list[str]) -> list[str]:

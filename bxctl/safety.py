@@ -25,8 +25,7 @@ from bxcore import report
 from bxcore.config import Config, ConfigError, load_config
 from bxcore.home import Home
 from services.brokerd.core.view import grant_warnings as check_grants
-from services.brokerd.grants_folder import read_folder
-from services.brokerd.own import own_places
+from services.brokerd.face import own_places, read_folder
 
 
 def too_open(path: Path, mode: int, login_group: str | None) -> str | None:

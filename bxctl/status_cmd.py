@@ -16,20 +16,28 @@ from typing import Annotated
 
 import typer
 
-from bxcore import disk
+from bxcore import disk, mcp_state
 from bxcore.config import ConfigError, load_config
+from bxcore.console_link import console_served
 from bxcore.home import Home
 from bxcore.messages import ServiceState, SupervisorReport
 from bxctl import mcp_cmds, tokens_view
-from bxctl.box_view import UNSANDBOXED, measure, service_json, show_warnings, status_table
+from bxctl.box_view import (
+    UNSANDBOXED,
+    measure,
+    service_json,
+    show_moved,
+    show_warnings,
+    status_table,
+)
 from bxctl.console_cmd import console_hint
 from bxctl.ledger_link import ask_ledger
 from bxctl.ledger_view import LedgerView, disk_json, disk_lines, ledger_view
-from bxctl.output import print_json, say
+from bxctl.output import invocation, print_json, say
 from bxctl.safety import box_warnings, sandbox_report
 from bxctl.supervisor_link import running, status_report
 from services.brokerd.core.records import parse_line
-from services.brokerd.ledger_scan import lines_backwards
+from services.brokerd.face import lines_backwards
 
 
 def status(
@@ -47,7 +55,7 @@ def status(
         if as_json:
             print_json({"running": False, "services": [], "warnings": warnings})
         else:
-            say("not running")
+            say(f"not running; start it with `{invocation()} up`")
             show_warnings(warnings)
         raise typer.Exit(3)
     report = status_report(record)
@@ -58,6 +66,7 @@ def status(
     disks = home_disks(home)
     mcp = mcp_cmds.server_rows(home) if _has_mcp(home) else []
     tokens = tokens_view.today(home, report.services)
+    served = console_served(home, report.services)
     if as_json:
         print_json(
             {
@@ -67,7 +76,7 @@ def status(
                 "sandbox": report.sandbox,
                 "unsandboxed": unsandboxed,
                 "tools": sandbox_report(home),
-                "console": report.console,
+                "console": None if served is None else served.address,
                 "services": services,
                 "ledger": None if ledger is None else ledger.json(),
                 "disks": disk_json(disks),
@@ -89,17 +98,16 @@ def status(
             text, style = tokens_view.tokens_line(tokens)
             say(text, style=style)
         for row in mcp:
-            if row["flagged"]:
-                changed = ", ".join([*row["changed"], *row["new"]])
-                say(
-                    f"MCP server {row['name']}: tools changed or new since the owner trusted "
-                    f"them ({changed}): refused until `bxctl mcp trust {row['name']}`",
-                    style="red",
-                )
+            flagged = mcp_state.flag_line(row)
+            if flagged is not None:
+                say(flagged, style="red")
             elif row["problem"]:
                 say(f"MCP server {row['name']}: {row['problem']}", style="red")
-        if report.console:
-            say(f"console: {console_hint(report.console)}")
+            for warning in row["warnings"]:
+                say(f"MCP server {row['name']} {warning}", style="yellow")
+        if served is not None:
+            show_moved(served)
+            say(console_hint(served))
         show_warnings(warnings)
     if any(info.state is not ServiceState.RUNNING for info in report.services):
         raise typer.Exit(3)

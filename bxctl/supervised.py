@@ -19,7 +19,8 @@ import zmq
 import zmq.asyncio
 
 from bxcore import curve, process_tree
-from bxcore.client import Client, ProtocolError, Secure, Unreachable
+from bxcore.asking import Patience
+from bxcore.client import AskFailed, Client, Secure
 from bxcore.clock import rfc3339
 from bxcore.config import Config
 from bxcore.errors import SETUP_ERROR_EXIT
@@ -152,7 +153,8 @@ class Service:
         except curve.KeyFileError as error:
             self.log.note(f"cannot probe {spec.name}: {error}")
             return False
-        client = Client(context, endpoint, name=spec.name, tries=1, secure=_eager(secure))
+        secured = _eager(secure)
+        client = Client(context, endpoint, socket=spec.socket, name=spec.name, secure=secured)
         try:
             tries = 0
             while (left := deadline - clock()) > 0:
@@ -160,9 +162,10 @@ class Service:
                 # The ping waits in the socket's queue until the service binds, and goes out
                 # within PROBE_RECONNECT_MS (bench startup: a nap between short tries cost
                 # 30-40 ms a service). A try unanswered in a second starts on a fresh socket.
-                with contextlib.suppress(Unreachable, ProtocolError):
+                with contextlib.suppress(AskFailed):
                     ping = Ping(f"ready-{generation}-{tries}")
-                    pong = await client.request(ping, timeout=min(left, PROBE_TRY_S))
+                    wait = Patience(1, min(left, PROBE_TRY_S), "a fresh socket each try")
+                    pong = await client.ask(ping, patience=wait)
                     if isinstance(pong, Pong) and pong.pid == pid:
                         return True
                 await anyio.sleep(0.02)  # a quick failure (a bad answer, another pong): no spin

@@ -31,7 +31,7 @@ import zmq.asyncio
 from bxcore import process_tree, runlock, service_states
 from bxcore.clock import now_ms
 from bxcore.config import Config, ConfigError, load_config
-from bxcore.console_link import console_address
+from bxcore.console_link import console_served
 from bxcore.errors import SETUP_ERROR_EXIT, SetupError, one_line
 from bxcore.home import Home, HomeError
 from bxcore.messages import (
@@ -62,6 +62,14 @@ REFUSAL = Refusal(
 )
 
 
+def endpoint_of(home: Home, config: Config) -> str:
+    """The supervisor's socket; only ipc://, since it has no CURVE."""
+    endpoint = config.sockets.endpoint("supervisor", home)
+    if not endpoint.startswith("ipc://"):
+        raise SupervisorError("[sockets] supervisor: only ipc:// (it has no CURVE)")
+    return endpoint
+
+
 class SupervisorError(Exception):
     """The supervisor cannot start; the text is one line."""
 
@@ -83,9 +91,7 @@ class Supervisor:
     ) -> None:
         self.home = home
         self.config = config
-        self.endpoint = config.sockets.endpoint("supervisor", home)
-        if not self.endpoint.startswith("ipc://"):
-            raise SupervisorError("[sockets] supervisor: only ipc:// (it has no CURVE)")
+        self.endpoint = endpoint_of(home, config)
         self.services = {s.name: Service(s, RotatingLog(home.log(s.name))) for s in specs}
         self.on_child = on_child  # the pid file's record of each child
         self._policy = policy
@@ -380,9 +386,8 @@ class Supervisor:
     def report(self, request_id: str) -> SupervisorReport:
         now, wall = self._clock(), now_ms()
         infos = [service.info(now, wall) for service in self.services.values()]
-        console = self.config.console
-        serves = console.enabled and "gatewayd" in self.services
-        address = console_address(console.host, console.port) if serves else None
+        served = console_served(self.home, infos)
+        address = served.address if served is not None else None
         return SupervisorReport(
             request_id, os.getpid(), self.config.sandbox.mode, tuple(infos), address
         )
@@ -405,15 +410,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         home = Home.resolve(options.home, os.environ)
         config = load_config(home.config)
-        supervisor = Supervisor(home, config, parse_specs(options.service))
-        box = Box.open(home, supervisor.endpoint)
+        box = Box.open(home, endpoint_of(home, config))
+        supervisor = Supervisor(home, config, parse_specs(options.service), on_child=box.child)
     except (HomeError, ConfigError, runlock.AlreadyRunning, SupervisorError, ValueError) as error:
         print(f"supervisor: {one_line(error)}", file=sys.stderr)
         return 1
     except OSError as error:  # the run folder or the lock file
         print(f"supervisor: {one_line(error)}", file=sys.stderr)
         return 1
-    supervisor.on_child = box.child
     try:
         anyio.run(supervisor.run)
     except SupervisorError as error:

@@ -7,15 +7,25 @@ so that "brokerd did not answer" can say *why*: failed, stopped, restarting (iss
 from __future__ import annotations
 
 import secrets
+from typing import TypeVar
 
-from bxcore.client import ProtocolError, Request, SyncClient, Unreachable
+from bxcore.asking import Patience, patience
+from bxcore.client import AskFailed, SyncClient, Unreachable
 from bxcore.home import Home
-from bxcore.messages import ServiceInfo, ServiceState, SupervisorReport, SupervisorStatus
+from bxcore.messages import (
+    Asks,
+    Error,
+    ServiceInfo,
+    ServiceState,
+    SupervisorReport,
+    SupervisorStatus,
+)
 from bxctl import pidfile
 from bxctl.output import fail
 
 NOT_COMING_BACK = (ServiceState.FAILED, ServiceState.STOPPED, ServiceState.STOPPING)
-WHEREABOUTS_S = 1.0  # an error line waits no longer than this for the supervisor's word
+A = TypeVar("A")
+WHEREABOUTS = Patience(1, 1.0, "an error line waits no longer than this for the supervisor's word")
 
 
 class NoAnswer(Exception):
@@ -26,15 +36,16 @@ def request_id() -> str:
     return f"bxctl-{secrets.token_hex(6)}"
 
 
-def ask(endpoint: str, message: Request, timeout: float) -> object:
-    """One request to the supervisor, one try; its answer, or NoAnswer."""
-    with SyncClient(endpoint, name="the supervisor", timeout=timeout, tries=1) as client:
+def ask(endpoint: str, message: Asks[A], given: Patience | None = None) -> A | Error:
+    """One request to the supervisor; its answer, or NoAnswer."""
+    each = given or patience("supervisor", message)
+    with SyncClient(endpoint, socket="supervisor") as client:
         try:
-            return client.request(message)
+            return client.ask(message, patience=each)
         except Unreachable:
-            silent = f"the supervisor did not answer at {endpoint} in {timeout:g} s"
+            silent = f"the supervisor did not answer at {endpoint} in {each.timeout_s:g} s"
             raise NoAnswer(silent) from None
-        except ProtocolError as error:
+        except AskFailed as error:
             raise NoAnswer(str(error)) from None
 
 
@@ -43,14 +54,14 @@ def running(home: Home) -> pidfile.BoxRecord | None:
     return pidfile.running(home.pidfile("supervisor"))
 
 
-def status_report(record: pidfile.BoxRecord, timeout: float = 5.0) -> SupervisorReport:
+def status_report(record: pidfile.BoxRecord) -> SupervisorReport:
     """The running supervisor's report; a box command fails with one line without it."""
     try:
-        report = ask(record.endpoint, SupervisorStatus(request_id()), timeout)
+        report = ask(record.endpoint, SupervisorStatus(request_id()))
     except NoAnswer as error:
         fail(f"{error} (its pid is {record.supervisor.pid})")
-    if not isinstance(report, SupervisorReport):
-        fail(f"the supervisor answered {type(report).__name__}: {report}")
+    if isinstance(report, Error):
+        fail(f"the supervisor: {report.message}")
     return report
 
 
@@ -61,10 +72,10 @@ def whereabouts(home: Home, service: str) -> ServiceInfo | None:
     if record is None:
         return None
     try:
-        report = ask(record.endpoint, SupervisorStatus(request_id()), WHEREABOUTS_S)
+        report = ask(record.endpoint, SupervisorStatus(request_id()), WHEREABOUTS)
     except NoAnswer:
         return None
-    if not isinstance(report, SupervisorReport):
+    if isinstance(report, Error):
         return None
     return next((info for info in report.services if info.name == service), None)
 

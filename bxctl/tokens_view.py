@@ -11,6 +11,7 @@ from typing import Any
 
 from bxcore.home import Home
 from bxcore.messages import (
+    Error,
     ServiceInfo,
     ServiceState,
     Tokens,
@@ -21,8 +22,6 @@ from bxcore.messages import (
 from bxctl.output import CommandError
 from bxctl.owner_link import OwnerLink, request_id
 
-TOKENS_WAIT_S = 2.0
-
 
 def today(home: Home, services: Sequence[ServiceInfo]) -> Tokens | None:
     """loopd's figures for today; None when loopd does not run or does not answer them."""
@@ -30,10 +29,10 @@ def today(home: Home, services: Sequence[ServiceInfo]) -> Tokens | None:
         return None
     try:
         with OwnerLink(home, "loop") as link:
-            answer = link.request(TokensQuery(request_id("bxctl")), timeout_s=TOKENS_WAIT_S)
+            answer = link.ask(TokensQuery(request_id("bxctl")))
     except CommandError:
         return None
-    return answer if isinstance(answer, Tokens) else None
+    return None if isinstance(answer, Error) else answer
 
 
 def tokens_json(tokens: Tokens | None) -> dict[str, Any] | None:

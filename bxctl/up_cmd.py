@@ -21,11 +21,13 @@ import anyio
 import typer
 
 from bxcore import runlock
+from bxcore.asking import Patience
 from bxcore.config import Config, ConfigError, load_config
+from bxcore.console_link import console_served
 from bxcore.home import Home, HomeError
 from bxcore.messages import ServiceState, SupervisorReport, SupervisorStatus
 from bxctl import model_reach, pidfile
-from bxctl.box_view import StartView, show_started, warn
+from bxctl.box_view import StartView, show_moved, show_started, warn
 from bxctl.console_cmd import console_hint
 from bxctl.demo import prepare as prepare_demo
 from bxctl.grant_cmds import checked_grants
@@ -33,15 +35,16 @@ from bxctl.init import init_home
 from bxctl.ledger_link import ask_ledger
 from bxctl.ledger_view import LedgerView, ledger_view
 from bxctl.logs import rotate_if_over, tail
-from bxctl.output import fail, say
+from bxctl.output import fail, invocation, say
 from bxctl.pidfile import Box
 from bxctl.specs import ServiceSpec, parse_specs
-from bxctl.supervisor import Supervisor, SupervisorError
+from bxctl.supervisor import Supervisor, SupervisorError, endpoint_of
 from bxctl.supervisor import main as supervisor_main
 from bxctl.supervisor_link import NoAnswer, ask, request_id, running, status_report
 from services.brokerd.core.grant_check import said
 
 UP_TIMEOUT_S = 180.0  # a service may take 10 s to answer, and back off five times
+POLL = Patience(1, 0.5, "`up` asks again every 20 ms until the box runs; a quick look each time")
 LOAD_WAIT_S = 10.0  # how long `up` waits for brokerd to read its ledger (an index: at once)
 
 
@@ -87,7 +90,7 @@ def up(
         fail(str(error), code=2)
     record = running(home)
     if record is not None:
-        _already_running(record)
+        _already_running(home, record)
         return
     if foreground:
         _up_foreground(home, config, specs)
@@ -95,16 +98,19 @@ def up(
         _up_detached(home, config, service or [])
 
 
-def _already_running(record: pidfile.BoxRecord) -> None:
+def _already_running(home: Home, record: pidfile.BoxRecord) -> None:
     report = status_report(record)
     say(f"already running (supervisor pid {report.pid})")
-    if report.console:
-        say(f"console: {console_hint(report.console)}")
+    served = console_served(home, report.services)
+    if served is not None:
+        show_moved(served)
+        say(console_hint(served))
     _next_steps()
 
 
 def _next_steps() -> None:
-    say('talk to the agent: bxctl chat "hello"   (bxctl --help for the rest)')
+    bxctl = invocation()
+    say(f'talk to the agent: {bxctl} chat "hello"   ({bxctl} --help for the rest)')
 
 
 def _fork_supervisor(home: Home, service_args: Sequence[str], log_path: Path) -> int:
@@ -152,12 +158,12 @@ def _up_detached(home: Home, config: Config, service_args: Sequence[str]) -> Non
                 view.close()
                 record = running(home)
                 if record is not None:  # another `up` won the race
-                    _already_running(record)
+                    _already_running(home, record)
                     return
                 last = tail(log_path, 1)
                 fail(f"the supervisor stopped: {last[0] if last else 'see ' + str(log_path)}")
             with contextlib.suppress(NoAnswer):
-                answer = ask(endpoint, SupervisorStatus(request_id()), 0.5)
+                answer = ask(endpoint, SupervisorStatus(request_id()), POLL)
                 if isinstance(answer, SupervisorReport):
                     report = answer
                     if view.update(report):
@@ -201,11 +207,10 @@ def check_ledger(home: Home, report: SupervisorReport, *, fatal: bool) -> None:
 
 def _up_foreground(home: Home, config: Config, specs: Sequence[ServiceSpec]) -> None:
     try:
-        supervisor = Supervisor(home, config, specs)
-        box = Box.open(home, supervisor.endpoint)
+        box = Box.open(home, endpoint_of(home, config))
+        supervisor = Supervisor(home, config, specs, on_child=box.child)
     except (SupervisorError, runlock.AlreadyRunning, HomeError) as error:
         fail(str(error))
-    supervisor.on_child = box.child
     rotate_if_over(home.log("supervisor"))
     # made 0600 first, as the detached supervisor's log is: FileHandler would follow the umask
     os.close(os.open(home.log("supervisor"), os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))

@@ -174,7 +174,7 @@ fi
 # bxctl init makes what is missing (key pairs, starter grants, folders) and overwrites nothing.
 # It makes them the owner's alone (folders 0700, files 0600; run as root it gives a new
 # workspace/ to [sandbox] user): the owners and modes below replace those.
-"$PREFIX/venv/bin/bxctl" --home "$HOME_DIR" init
+"$PREFIX/venv/bin/bxctl" --home "$HOME_DIR" init --yes  # --yes: never the guided questions
 
 folder root:boxmaker 0750 "$HOME_DIR"
 own "$owner":boxmaker 0640 "$HOME_DIR/config.toml"

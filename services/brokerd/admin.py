@@ -15,7 +15,7 @@ from dataclasses import replace
 import anyio
 
 from bxcore import disk
-from bxcore.client import Client, ProtocolError, Unreachable
+from bxcore.client import AskFailed, Client
 from bxcore.messages import (
     Absorb,
     ApprovalInfo,
@@ -176,12 +176,10 @@ class Admin:
         upstream = NotesQuery(f"n-{secrets.token_hex(8)}", message.query)
         try:
             async with client:
-                answer = await client.request(upstream)
-        except (Unreachable, ProtocolError) as error:
+                answer = await client.ask(upstream)
+        except AskFailed as error:
             return Error(message.id, ErrorCode.UNAVAILABLE, short(f"memoryd: {error}"))
-        if isinstance(answer, Notes | Error):
-            return replace(answer, id=message.id)
-        return Error(message.id, ErrorCode.INTERNAL, f"memoryd answered {type(answer).__name__}")
+        return replace(answer, id=message.id)
 
     async def state(self, message: StateQuery) -> State | Error:
         return answer_state(self.judge.labels, message, peek=True)

@@ -14,7 +14,8 @@ from bxcore.ids import descends
 from bxcore.messages import Done, Outcome, Pending
 from bxcore.once import Once
 from services.brokerd.core.records import CallRecords
-from services.brokerd.ledger import Ledger
+from services.brokerd.core.targets import Seen
+from services.brokerd.ledger import Ledger, LedgerUnavailable
 
 Key = tuple[str, str]
 
@@ -42,10 +43,11 @@ class CallBook(Once[Key, Outcome]):
         """The ledger's records of the call; `LedgerUnavailable` when it cannot say."""
         return self.ledger.lookup(*key)
 
-    def first_seen(self, session: str, text: str) -> str | None:
+    def first_seen(self, session: str, text: str) -> Seen | None:
         """The first call of `session` (or of one of its sub-agents) whose untrusted result,
-        still kept, holds `text` (§20: where a value the owner did not give came from); None
-        when no kept result does; looked for whatever its case."""
+        still kept, holds `text` (§20: where a value the owner did not give came from), with
+        its tool as the ledger recorded it; None when no kept result does; looked for whatever
+        its case."""
         folded = text.lower()
         for (owner, call), outcome in self._answers.items():
             if (
@@ -54,5 +56,14 @@ class CallBook(Once[Key, Outcome]):
                 and descends(owner, session)
                 and (text in outcome.output or folded in outcome.output.lower())
             ):
-                return call if owner == session else f"{call} of {owner}"
+                return Seen(owner, call, self.tool_of((owner, call)))
         return None
+
+    def tool_of(self, key: Key) -> str | None:
+        """The tool of a call the ledger recorded; None when it cannot say."""
+        try:
+            found = self.lookup(key)
+        except LedgerUnavailable:
+            return None
+        tool = None if found is None else found.decision.get("tool")
+        return tool if isinstance(tool, str) else None

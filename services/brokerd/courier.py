@@ -22,10 +22,11 @@ from pathlib import Path
 import anyio
 
 from bxcore import service_states
-from bxcore.client import Client, ProtocolError, Unreachable
+from bxcore.asking import Patience, patience
+from bxcore.client import AskFailed, Client, Unreachable
 from bxcore.config import SandboxConfig
 from bxcore.labels import Label
-from bxcore.messages import Done, Failed, ToolRequest, ToolResponse
+from bxcore.messages import Done, Error, Failed, ToolRequest, ToolResponse
 from bxcore.tools import BROKERED, Mount, Runner
 from services.brokerd import child, limits, sandbox
 from services.brokerd.cgroup import Cgroups, Slot
@@ -122,32 +123,36 @@ class Courier:
         client = self._memory()
         try:
             answer = await self._ask_memoryd(client, request)
-        except (Unreachable, ProtocolError) as error:
+        except AskFailed as error:
             return Result.failed(f"memory unavailable: {error}")
         except MemorydDown as down:
             return Result.failed(f"memory unavailable: {down}")
         finally:
             client.close()
-        if isinstance(answer, ToolResponse) and isinstance(answer.outcome, Done):
+        if isinstance(answer, Error):
+            return Result.failed(f"memoryd refused the call: {answer.message}")
+        if isinstance(answer.outcome, Done):
             done = answer.outcome
             return Result(done.ok, done.output, done.label)
-        if isinstance(answer, ToolResponse) and isinstance(answer.outcome, Failed):
+        if isinstance(answer.outcome, Failed):
             return Result.failed(answer.outcome.message)
-        return Result.failed(f"memoryd answered {type(answer).__name__}")
+        return Result.failed(f"memoryd answered {answer.outcome.TAG}")
 
-    async def _ask_memoryd(self, client: Client, request: ToolRequest) -> object:
-        """The client's tries one by one, and before each the supervisor's word: while it says
+    async def _ask_memoryd(self, client: Client, request: ToolRequest) -> ToolResponse | Error:
+        """The table's tries one by one, and before each the supervisor's word: while it says
         memoryd is failed or stopped, nothing will answer, so say so at once (issue 10). The
         file is read again only when it changed: a `stat` a try otherwise."""
-        for _ in range(client.tries):
+        table = patience("memory", request)
+        each = Patience(1, table.timeout_s, table.why)
+        for _ in range(table.tries):
             down = self._states.down("memoryd")
             if down is not None:
                 raise MemorydDown(down)
             with contextlib.suppress(Unreachable):
-                return await client.request(request, tries=1)
+                return await client.ask(request, patience=each)
         raise Unreachable(
-            f"memoryd did not answer at {client.endpoint} ({client.tries} tries, "
-            f"{client.timeout:g} s each); is it running? try `bxctl status`"
+            f"memoryd did not answer at {client.endpoint} ({table.tries} tries, "
+            f"{table.timeout_s:g} s each); is it running? try `bxctl status`"
         )
 
     def _timeout(self, mount: Mount) -> float:

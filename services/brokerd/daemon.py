@@ -234,7 +234,7 @@ async def serve(ctx: Context) -> None:
     memory = ctx.endpoint("memory")
 
     def memoryd() -> Client:
-        return Client(ctx.zmq, memory, name="memoryd", timeout=5.0, tries=2)
+        return Client(ctx.zmq, memory, socket="memory")
 
     sandboxed = config.sandbox.mode == "bwrap"
     mcp = McpRunner(config.mcp, host, home, sandboxed=sandboxed, pins=config.sandbox.fetch_pins)

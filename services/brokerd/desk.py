@@ -55,7 +55,7 @@ from services.brokerd.core.call_events import Ask, Effect, Expired, Refuse, Sett
 from services.brokerd.core.grants import takes_write
 from services.brokerd.core.records import CallRecords
 from services.brokerd.core.replay import replay
-from services.brokerd.core.targets import Target, shown, value_at
+from services.brokerd.core.targets import Target, seen_in, shown, value_at
 from services.brokerd.driver import Driver
 from services.brokerd.judge import Judge
 from services.brokerd.preview_file import preview
@@ -316,7 +316,7 @@ class Desk:
         """The approval a decision asked for; None (and said in the log) when the record does
         not hold one: brokerd never wrote it so, and it must not stop brokerd's start."""
         try:
-            approval = _approval_of(held.decision, self._ttl_ms)
+            approval = _approval_of(held.decision, self._ttl_ms, self.book.tool_of)
         except (KeyError, TypeError, ValueError, AssertionError) as error:
             log.error(
                 "the ledger's decision for call %r holds no approval brokerd can rebuild (%s: "
@@ -344,7 +344,9 @@ class Desk:
         return None
 
 
-def _approval_of(decision: dict[str, object], ttl_ms: int) -> Approval:
+def _approval_of(
+    decision: dict[str, object], ttl_ms: int, tool_of: Callable[[Key], str | None]
+) -> Approval:
     label = decision["label"]
     assert isinstance(label, dict)
     requested = parse_rfc3339(str(decision["at"]))
@@ -360,22 +362,27 @@ def _approval_of(decision: dict[str, object], ttl_ms: int) -> Approval:
         AskWhy(str(decision.get("why") or AskWhy.GRANT_ASKS.value)),
         requested,
         requested + ttl_ms,
-        targets=_recorded_targets(decision),
+        targets=_recorded_targets(decision, tool_of),
     )
 
 
 def target_infos(targets: tuple[Target, ...]) -> tuple[TargetInfo, ...]:
-    return tuple(TargetInfo(t.at, short(t.shown()), short(t.origin)) for t in targets)
+    return tuple(TargetInfo(t.at, short(t.shown()), short(t.origin), t.tool) for t in targets)
 
 
-def _recorded_targets(decision: dict[str, object]) -> tuple[TargetInfo, ...] | None:
+def _recorded_targets(
+    decision: dict[str, object], tool_of: Callable[[Key], str | None]
+) -> tuple[TargetInfo, ...] | None:
     """A pending decision's targets as the ledger recorded them, their values read back from
-    its arguments."""
+    its arguments, and the tool of the call an untrusted one first appeared in."""
     recorded = decision.get("targets")
     if not isinstance(recorded, list) or decision.get("why") != AskWhy.UNTRUSTED.value:
         return None
-    arguments = str(decision["arguments"])
-    return tuple(
-        TargetInfo(e["at"], short(shown(value_at(arguments, e["at"]))), short(e["origin"]))
-        for e in recorded
-    )
+    arguments, session = str(decision["arguments"]), str(decision["session"])
+    found = []
+    for entry in recorded:
+        seen = seen_in(entry["origin"], session)
+        tool = None if seen is None else tool_of((seen.session, seen.call))
+        value = short(shown(value_at(arguments, entry["at"])))
+        found.append(TargetInfo(entry["at"], value, short(entry["origin"]), tool))
+    return tuple(found)

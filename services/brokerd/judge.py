@@ -19,7 +19,7 @@ from services.brokerd.core.grant_check import CheckedGrants
 from services.brokerd.core.grants import GrantSet
 from services.brokerd.core.job_scope import JobScope
 from services.brokerd.core.owner_words import NO_WORDS, Words
-from services.brokerd.core.targets import UNKNOWN, Target
+from services.brokerd.core.targets import UNKNOWN, Seen, Target
 from services.brokerd.core.view import NO_PLACES, OwnPlaces
 from services.brokerd.grants_folder import GrantsFolder
 from services.brokerd.job_folder import JobFolder
@@ -37,7 +37,7 @@ class Judge:
         mcp: Callable[[], mcp_tools.Catalog] = lambda: mcp_tools.NO_TOOLS,
         jobs: JobFolder | None = None,
         words: Callable[[str], Words] = lambda session: NO_WORDS,
-        seen: Callable[[str, str], str | None] = lambda session, text: None,
+        seen: Callable[[str, str], Seen | None] = lambda session, text: None,
     ) -> None:
         self.labels = labels
         self.grants = grants
@@ -69,12 +69,10 @@ class Judge:
     def _origin(self, session: str, target: Target) -> Target:
         if target.origin != UNKNOWN or isinstance(target.value, bool):
             return target
-        call = self.seen(session, str(target.value))
-        return (
-            target
-            if call is None
-            else dataclasses.replace(target, origin=f"untrusted: call {call}")
-        )
+        seen = self.seen(session, str(target.value))
+        if seen is None:
+            return target
+        return dataclasses.replace(target, origin=seen.origin(session), tool=seen.tool)
 
     def __repr__(self) -> str:
         return f"Judge({self.labels!r}, {self.grants!r}, {self.jobs!r})"

@@ -5,7 +5,8 @@ again after a crash or when its output ends; their listings compared with the ow
 
 It decides nothing: a call reaches `call` only once it was allowed and recorded. It owns the
 server processes (no other part of brokerd starts one) and `{home}/run/mcp-<name>.json`, the
-latest listing that `bxctl mcp` shows the owner; it only reads `{home}/mcp/<name>.pins.json`.
+latest listing that `bxctl mcp` shows the owner (an older brokerd's is removed at start, so
+that `bxctl mcp trust` waits for this one's); it only reads `{home}/mcp/<name>.pins.json`.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.abc
 
+from bxcore import mcp_host
 from bxcore.atomic import write_atomically
 from bxcore.config_mcp import McpServer
 from bxcore.home import Home
@@ -46,9 +49,11 @@ from services.brokerd.mcp_start import (
     Instance,
     Launcher,
     StartFailed,
+    StartTimedOut,
     describe,
     open_log,
     speak,
+    start_error,
     tighten_log,
 )
 from services.brokerd.mcp_stdio import PipeError
@@ -92,6 +97,8 @@ class McpRunner:
         self.home = home
         self.clock = clock
         self._launcher = Launcher(host, home, sandboxed=sandboxed, proxies=self.proxies)
+        self._user = mcp_host.Sandboxed.of_brokerd(host.drop_to)
+        self._warnings: dict[str, list[str]] = {}  # of each server's paths, found at start
         self._tasks: anyio.abc.TaskGroup | None = None
         self._instances: dict[tuple[str, str], Instance] = {}
         self._locks: dict[tuple[str, str], anyio.Lock] = {}
@@ -172,6 +179,7 @@ class McpRunner:
                 "new": list(seen.new) if seen else [],
                 "running": len(running),
                 "problem": self._problems.get(name) or self._pinned[name].problem,
+                "warnings": self._warnings.get(name, []),
             }
         return found
 
@@ -192,8 +200,13 @@ class McpRunner:
                 for proxy in self.proxies.values():
                     await tasks.start(proxy.serve)
                 task_status.started()
-                for name in self.servers:
+                for name, server in self.servers.items():
                     tighten_log(self.home, name)  # one an older brokerd left 0644
+                    with contextlib.suppress(OSError):  # the last brokerd's: `mcp trust` waits
+                        self._listing_file(name).unlink(missing_ok=True)
+                    self._warnings[name] = mcp_host.warnings(server, self._user)
+                    for line in self._warnings[name]:
+                        log.warning("MCP server %s %s", name, line)
                     tasks.start_soon(self._probe, name)
                 while True:
                     if report is not None:
@@ -207,7 +220,7 @@ class McpRunner:
         try:
             instance = await self._instance(name, f"probe-{os.getpid()}")
         except StartFailed as failed:
-            log.error("MCP server %s: %s", name, failed)
+            log.error("MCP server %s did not start: %s", name, failed)
             return
         instance.stop.set()
 
@@ -235,7 +248,7 @@ class McpRunner:
                 await found.ended.wait()
             assert self._tasks is not None, "serve() runs the processes"
             now = self.clock()
-            instance = Instance(self.servers[name], key, now, now)
+            instance = Instance(self.servers[name], key, now)
             try:
                 await self._tasks.start(self._run_instance, instance)
             except Exception as error:  # any failure to start is StartFailed
@@ -265,11 +278,16 @@ class McpRunner:
         server = instance.server
         argv, env = self._launcher.command(server)  # StartFailed: before anything starts
         with open_log(self.home, server.name) as errlog:
+            written = os.fstat(errlog.fileno()).st_size  # where this start's own lines begin
             try:
                 await speak(instance, argv, env, errlog, task_status)
             except Exception as error:  # a server's end, whatever it was
                 if not instance.listed:
-                    raise
+                    process = instance.process
+                    timed_out = isinstance(error, StartTimedOut)  # its exit was brokerd's doing
+                    code = None if process is None or timed_out else process.poll()
+                    said = start_error(describe(error), code, self._said(server.name, written))
+                    raise StartFailed(said) from None
                 whose = instance.key or "shared"
                 log.warning("MCP server %s (%s) ended: %s", server.name, whose, describe(error))
             finally:
@@ -279,12 +297,24 @@ class McpRunner:
                 if self._instances.get(slot) is instance:
                     del self._instances[slot]
 
+    def _said(self, name: str, offset: int) -> str:
+        """What server `name`'s standard error got from `offset` on (its last 16 KiB)."""
+        try:
+            with self.home.mcp_log(name).open("rb") as log_file:
+                log_file.seek(max(offset, log_file.seek(0, os.SEEK_END) - 16384))
+                return log_file.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
     def _write_listing(self, name: str, listing: dict[str, ToolDef]) -> None:
         """`{home}/run/mcp-<name>.json`: what the server listed last, for `bxctl mcp`."""
         body = {"server": name, "tools": [tool.definition() for _, tool in sorted(listing.items())]}
         data = json.dumps(body, ensure_ascii=False, sort_keys=True).encode()
         with contextlib.suppress(OSError):
-            write_atomically(self.home.run / f"mcp-{name}.json", data, durable=False)
+            write_atomically(self._listing_file(name), data, durable=False)
+
+    def _listing_file(self, name: str) -> Path:
+        return self.home.run / f"mcp-{name}.json"
 
     async def aclose(self) -> None:
         for instance in list(self._instances.values()):

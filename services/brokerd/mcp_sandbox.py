@@ -11,7 +11,6 @@ found by the shell (`program_root`). The server's standard input and output are 
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -119,13 +118,6 @@ def launched(host: Host, argv: list[str], seccomp: str | None) -> list[str]:
 
 def _folder(program: str) -> str | None:
     return os.path.dirname(program) or None
-
-
-def resolve_program(argv0: str, path: str | None) -> str | None:
-    """argv[0] as the host finds it (absolute, or on brokerd's PATH), or None."""
-    if argv0.startswith("/"):
-        return argv0 if os.access(argv0, os.X_OK) else None
-    return shutil.which(argv0, path=path)
 
 
 def program_root(program: str) -> str | None:

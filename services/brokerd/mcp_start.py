@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TextIO
@@ -18,6 +20,7 @@ from typing import TextIO
 import anyio
 import anyio.abc
 
+from bxcore import mcp_host
 from bxcore.atomic import write_atomically
 from bxcore.config_mcp import McpServer
 from bxcore.home import Home
@@ -60,11 +63,37 @@ def tighten_log(home: Home, name: str) -> None:
         os.close(fd)
 
 
-START_S = 10.0  # initialize and tools/list (§18.2)
-
-
 class StartFailed(Exception):
     """The server did not start, or did not answer `initialize` and `tools/list` in time."""
+
+
+class StartTimedOut(StartFailed):
+    """It did not answer within its `start_s`, and was stopped (its exit is brokerd's doing)."""
+
+
+TAIL_LINES = 3  # of a failed start's standard error, shown to the owner
+MAX_SAID = 400
+_FRAME = re.compile(r"\s+at \S|Node\.js v[0-9]")  # a stack frame, node's version line
+
+
+def stderr_tail(text: str) -> str:
+    """The last lines a server that did not start wrote on its standard error, the ones that
+    say why: Python's last lines are its exception; node's exception comes before its stack
+    frames and version line, which are left out."""
+    said = [" ".join(line.split()) for line in text.splitlines() if _FRAME.match(line) is None]
+    return " | ".join([line for line in said if line][-TAIL_LINES:])
+
+
+def start_error(why: str, code: int | None, stderr: str) -> str:
+    """One line for a server that did not start: its exit (when it ended of itself), what
+    brokerd saw, and the end of its standard error (the cause, most often), at most MAX_SAID
+    characters (the end is kept: it says most)."""
+    if code is not None:
+        ended = f"exited with code {code}" if code >= 0 else f"killed by signal {-code}"
+        why = f"{ended} ({why})"
+    tail = stderr_tail(stderr)
+    line = f"{why}; its standard error ends: {tail}" if tail else why
+    return line if len(line) <= MAX_SAID else "…" + line[-(MAX_SAID - 1) :]
 
 
 @dataclass(eq=False)
@@ -73,7 +102,6 @@ class Instance:
 
     server: McpServer
     key: str
-    started_at: float
     used_at: float
     listing: dict[str, ToolDef] = field(default_factory=dict)
     outputs: dict[str, str] = field(default_factory=dict)  # canonical outputSchema by tool
@@ -82,6 +110,7 @@ class Instance:
     stop: anyio.Event = field(default_factory=anyio.Event)
     ended: anyio.Event = field(default_factory=anyio.Event)
     listed: bool = False  # it answered initialize and tools/list
+    process: subprocess.Popen[bytes] | None = None  # once started
 
     def __repr__(self) -> str:
         whose = self.key or "shared"
@@ -107,9 +136,10 @@ class Launcher:
         its environment: the SDK's stdio client's defaults, with the entry's own over them."""
         from mcp.client.stdio import get_default_environment
 
-        program = mcp_sandbox.resolve_program(server.command[0], os.environ.get("PATH"))
+        path = os.environ.get("PATH")
+        program = mcp_host.resolve_program(server.command[0], path)
         if program is None:
-            raise StartFailed(f"{server.command[0]!r} is not an executable program here")
+            raise StartFailed(mcp_host.not_found(server.command[0], path))
         if not self._sandboxed:
             argv, env = mcp_sandbox.unconfined(server, program)
             return argv, get_default_environment() | dict(env)
@@ -146,11 +176,22 @@ async def speak(
     brokerd's own JSON-RPC (`mcp_stdio`) until it is stopped or its output ends."""
     from mcp import ClientSession
 
+    start_s = instance.server.start_s
     async with mcp_stdio.running(argv, env, errlog, instance.stop.set) as pipe:
-        with anyio.fail_after(START_S):
-            async with pipe.for_sdk() as streams, ClientSession(*streams) as session:
-                await session.initialize()
-                listed = await session.list_tools()
+        instance.process = pipe.process
+        try:
+            with anyio.fail_after(start_s):
+                async with pipe.for_sdk() as streams, ClientSession(*streams) as session:
+                    await session.initialize()
+                    listed = await session.list_tools()
+        except TimeoutError:
+            raise StartTimedOut(
+                f"no answer to initialize and tools/list within {start_s:g} s (its start_s)"
+            ) from None
+        except Exception as error:  # the SDK's "Connection closed": the pipe says what ended
+            if pipe.ended is None:
+                raise
+            raise StartFailed(pipe.ended) from error
         if pipe.ended is not None:
             raise StartFailed(pipe.ended)
         listing: dict[str, ToolDef] = {}
@@ -179,7 +220,5 @@ def describe(error: BaseException) -> str:
     characters, for the log and the owner."""
     if isinstance(error, BaseExceptionGroup):
         return "; ".join(describe(inner) for inner in error.exceptions)
-    if isinstance(error, TimeoutError):
-        return f"no answer to initialize and tools/list within {START_S:g} s"
     text = str(error) or type(error).__name__
     return " ".join(text.split())[:300]

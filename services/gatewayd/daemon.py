@@ -1,5 +1,6 @@
 """gatewayd's shell (SPEC §2.3, §12): binds the `gateway` socket behind CURVE (the owner's key
-only), follows `loop-events` and `broker-events`, and keeps the witness of the ledger's head.
+only), follows `loop-events` and `broker-events`, and keeps the witness of the ledger's head;
+serves the console on the port it could bind, and reports that port in `{run}/gatewayd.json`.
 
 It is a CURVE client of brokerd's admin socket with its own key, never the owner's; that key
 is on the admin allow-list (§3.6), so gatewayd could approve: it only relays the verdicts the
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import socket
 from typing import Any
 
@@ -18,15 +20,17 @@ import zmq
 
 from bxcore import curve
 from bxcore.client import Client
-from bxcore.console_link import TokenError, ensure_token, read_token
+from bxcore.console_link import Served, TokenError, ensure_token, read_token
 from bxcore.daemon import Context
 from bxcore.errors import SetupError
+from bxcore.report import Report
 from bxcore.router import Router
 from services.gatewayd.console import server
 from services.gatewayd.console.access import Keys
 from services.gatewayd.console.api import Backend
 from services.gatewayd.console.app import Console
 from services.gatewayd.console.feed import Feed
+from services.gatewayd.console.login_routes import LoginRoutes
 from services.gatewayd.gateway import Gateway
 from services.gatewayd.heads import HeadKeeper
 from services.gatewayd.streams import follow
@@ -48,6 +52,7 @@ async def serve(ctx: Context) -> None:
     console = ctx.config.console
     keys: Keys | None = None
     listener: socket.socket | None = None
+    port = console.port
     if console.enabled:  # before anything else: a taken port is one line, and no start
         try:
             ensure_token(ctx.home.console_token)
@@ -55,19 +60,21 @@ async def serve(ctx: Context) -> None:
         except TokenError as error:
             raise SetupError(str(error)) from None
         listener = server.bind(console.host, console.port)
+        port = listener.getsockname()[1]
+        # what `bxctl up`, `console`, `restart` and `status` print: the port really bound
+        served = Served(os.getpid(), console.host, port, console.port)
+        Report(ctx.home, "gatewayd").set("console", served.json())
     auth = curve.start_zap(ctx.zmq, {"gateway": curve.AllowList({owner: "owner"})})
     try:
         async with (
-            Client(ctx.zmq, loop_endpoint, name="loopd", timeout=10.0, tries=1) as loop,
-            Client(ctx.zmq, loop_endpoint, name="loopd", timeout=5.0, tries=2) as history,
-            Client(ctx.zmq, admin_endpoint, name="brokerd", secure=as_gatewayd) as admin,
+            Client(ctx.zmq, loop_endpoint, socket="loop") as loop,
+            Client(ctx.zmq, loop_endpoint, socket="loop") as history,
+            Client(ctx.zmq, admin_endpoint, socket="admin", secure=as_gatewayd) as admin,
             # The console's own clients: a slow question (a whole ledger verified) there
             # never holds up `bxctl chat`'s long polls or the pending list.
-            Client(ctx.zmq, loop_endpoint, name="loopd", timeout=5.0, tries=2) as loop_q,
-            Client(ctx.zmq, admin_endpoint, name="brokerd", timeout=60.0, tries=1,
-                   secure=as_gatewayd) as admin_q,
-            Client(ctx.zmq, ctx.endpoint("supervisor"), name="the supervisor", timeout=5.0,
-                   tries=1) as supervisor,
+            Client(ctx.zmq, loop_endpoint, socket="loop") as loop_q,
+            Client(ctx.zmq, admin_endpoint, socket="admin", secure=as_gatewayd) as admin_q,
+            Client(ctx.zmq, ctx.endpoint("supervisor"), socket="supervisor") as supervisor,
         ):  # fmt: skip
             gateway = Gateway(loop, history, admin, heads)
             router = Router(
@@ -81,8 +88,9 @@ async def serve(ctx: Context) -> None:
             app = None
             if keys is not None and listener is not None:
                 backend = Backend(ctx.home, gateway, heads, loop_q, admin_q, supervisor)
+                logins = LoginRoutes(keys, ctx.home.console_logins)
                 app = Console(
-                    backend, feed, keys, port=console.port, allowed_hosts=console.allowed_hosts
+                    backend, feed, logins, port=port, allowed_hosts=console.allowed_hosts
                 ).app
             log.info("serving: %r, %r, %r", router, gateway, feed)
             async with anyio.create_task_group() as tasks:

@@ -18,7 +18,7 @@ from anyio.abc import TaskGroup
 
 from bxcore import wire
 from bxcore.bounded import Bounded
-from bxcore.client import Client, ProtocolError, Unreachable
+from bxcore.client import AskFailed, Client
 from bxcore.ids import descends, parent_of_sub
 from bxcore.messages import (
     Accepted,
@@ -115,30 +115,24 @@ class Gateway:
     async def _owner_message(self, message: OwnerMessage) -> Accepted | Error:
         upstream = replace(message, id=_rid())
         try:
-            answer = await self._loop.request(upstream, timeout=10.0, tries=1)
-        except (Unreachable, ProtocolError) as error:
+            answer = await self._loop.ask(upstream)
+        except AskFailed as error:
             return Error(message.id, ErrorCode.UNAVAILABLE, short(f"loopd: {error}"))
         if isinstance(answer, Accepted):
             self._stopped.pop(message.session)  # the owner speaks again: its calls are asked
-        if isinstance(answer, Accepted | Error):
-            return replace(answer, id=message.id)
-        return Error(message.id, ErrorCode.INTERNAL, f"loopd answered {type(answer).__name__}")
+        return replace(answer, id=message.id)
 
     async def _verdict(self, message: VerdictRequest) -> Settled | Error:
         by = short(f"{message.by} via gatewayd")
         upstream = replace(message, id=_rid(), by=by)
         try:
-            answer = await self._admin.request(upstream, timeout=15.0, tries=1)
-        except (Unreachable, ProtocolError) as error:
+            answer = await self._admin.ask(upstream)
+        except AskFailed as error:
             return Error(message.id, ErrorCode.UNAVAILABLE, short(f"brokerd: {error}"))
-        if isinstance(answer, Settled):
+        gone = (ErrorCode.ALREADY_SETTLED, ErrorCode.UNKNOWN_APPROVAL)
+        if isinstance(answer, Settled) or answer.code in gone:
             self._settle(message.approval)
-            return replace(answer, id=message.id)
-        if isinstance(answer, Error):
-            if answer.code in (ErrorCode.ALREADY_SETTLED, ErrorCode.UNKNOWN_APPROVAL):
-                self._settle(message.approval)
-            return replace(answer, id=message.id)
-        return Error(message.id, ErrorCode.INTERNAL, f"brokerd answered {type(answer).__name__}")
+        return replace(answer, id=message.id)
 
     async def cancel(self, message: Cancel) -> Cancelled | Error:
         """Stop: loopd ends the session's running turn (and its sub-agents'), then every
@@ -147,13 +141,11 @@ class Gateway:
         digest = hashlib.sha256(wire.encode(message)).hexdigest()[:24]
         upstream = replace(message, id=f"g-cancel-{digest}")
         try:
-            answer = await self._loop.request(upstream, timeout=20.0, tries=1)
-        except (Unreachable, ProtocolError) as error:
+            answer = await self._loop.ask(upstream)
+        except AskFailed as error:
             return Error(message.id, ErrorCode.UNAVAILABLE, short(f"loopd: {error}"))
         if isinstance(answer, Error):
             return replace(answer, id=message.id)
-        if not isinstance(answer, Cancelled):
-            return Error(message.id, ErrorCode.INTERNAL, f"loopd answered {type(answer).__name__}")
         # Until the owner speaks in it again, an approval brokerd announces late for this
         # session (a call that was on its way when the turn stopped) is denied as it comes.
         self._stopped.put(message.session, None)
@@ -173,15 +165,15 @@ class Gateway:
     async def _deny_stopped(self, info: ApprovalInfo) -> None:
         denial = VerdictRequest(_rid(), info.approval, False, Scope.ONCE, CANCELLED_BY)
         try:
-            settled = await self._admin.request(denial, timeout=15.0, tries=1)
-        except (Unreachable, ProtocolError) as error:
+            settled = await self._admin.ask(denial)
+        except AskFailed as error:
             log.warning("could not deny %s of a stopped turn: %s", info.approval, error)
             return
         gone = (ErrorCode.ALREADY_SETTLED, ErrorCode.UNKNOWN_APPROVAL)
-        if isinstance(settled, Settled) or (isinstance(settled, Error) and settled.code in gone):
+        if isinstance(settled, Settled) or settled.code in gone:
             self._settle(info.approval)
         else:
-            log.warning("brokerd did not deny %s of a stopped turn: %r", info.approval, settled)
+            log.warning("brokerd did not deny %s of a stopped turn: %s", info.approval, settled)
 
     async def pending_query(self, message: PendingQuery) -> PendingList | Error:
         try:
@@ -219,6 +211,7 @@ class Gateway:
             page = await self._history_page(session, after)
             if window.base is None:  # still empty: the stream gave nothing meanwhile
                 window.start(after, page.events, complete=not page.more)
+                self.windows.trim(window)
             return page.events, page.more  # older than the window holds: loopd's own page
         behind = False  # loopd holds more than this answer can bring: ask again at once
         if window.stale or recheck:
@@ -232,22 +225,19 @@ class Gateway:
                 log.info("loopd did not answer a re-check of %s; trying again", session)
             else:
                 gap = any(window.take(event) is Took.GAP for event in page.events)
+                self.windows.trim(window)
                 window.stale = behind = gap or page.more or window.gaps != gaps
         events, more = window.after(after, EVENTS_BUDGET)
         return events, more or behind
 
     async def _history_page(self, session: str, after: int) -> History:
         try:
-            answer = await self._history.request(
-                HistoryQuery(_rid(), session, after), timeout=5.0, tries=2
-            )
-        except (Unreachable, ProtocolError) as error:
+            answer = await self._history.ask(HistoryQuery(_rid(), session, after))
+        except AskFailed as error:
             raise Unavailable(f"loopd: {error}") from None
-        if isinstance(answer, History):
-            return answer
         if isinstance(answer, Error):
             raise Unavailable(f"loopd refused the history query: {answer.message}")
-        raise Unavailable(f"loopd answered {type(answer).__name__} to a history query")
+        return answer
 
     async def _answer(
         self, query: EventsQuery, events: tuple[TurnEvent, ...], more: bool
@@ -285,7 +275,9 @@ class Gateway:
     def on_loop_event(self, message: object) -> None:
         if not isinstance(message, TurnEvent):
             return
-        self.windows.get(message.session).take(message)
+        window = self.windows.get(message.session)
+        window.take(message)
+        self.windows.trim(window)
         if isinstance(message.event, ToolPending) and self._unknown(message.event.approval):
             self._want_refresh()
         self._notify()
@@ -346,13 +338,13 @@ class Gateway:
         async with self._refresh_lock:
             self._requested_meanwhile = []
             try:
-                answer = await self._admin.request(PendingQuery(_rid()), timeout=2.0, tries=2)
-            except (Unreachable, ProtocolError) as error:
+                answer = await self._admin.ask(PendingQuery(_rid()))
+            except AskFailed as error:
                 raise Unavailable(f"brokerd: {error}") from None
             finally:
                 meanwhile, self._requested_meanwhile = self._requested_meanwhile, None
-            if not isinstance(answer, PendingList):
-                raise Unavailable(f"brokerd answered {type(answer).__name__} to pending_query")
+            if isinstance(answer, Error):
+                raise Unavailable(f"brokerd refused pending_query: {answer.message}")
             fresh = {a.approval: a for a in (*answer.approvals, *meanwhile)}
             fresh = {key: a for key, a in fresh.items() if key not in self._settled}
             self._pending_known = True

@@ -12,11 +12,11 @@ import logging
 import secrets
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from bxcore import wire
+from bxcore.asking import Patience, patience
 from bxcore.bounded import Bounded
-from bxcore.client import Client, ProtocolError, Unreachable
+from bxcore.client import AskFailed, Client
 from bxcore.config import Config
 from bxcore.deny import DenyReason
 from bxcore.messages import (
@@ -29,12 +29,8 @@ from bxcore.messages import (
     Outcome,
     OwnerWords,
     Pending,
-    State,
     ToolRequest,
-    ToolResponse,
-    Tools,
     ToolsQuery,
-    WordsKept,
 )
 from services.loopd.history import Call
 from services.loopd.model import Offer
@@ -45,7 +41,6 @@ log = logging.getLogger("loopd")
 
 WAIT_MS = 30_000  # one long poll for an approval (§9.3)
 TOO_LARGE = "invalid argument shape: the arguments are too large to send to the broker"
-TOOLS_WAIT_S = 2.0  # how long a turn waits for brokerd's MCP tools before asking the model
 TOOLS_QUIET_S = 30.0  # after brokerd did not answer it, how long turns use the last list
 WORDS_SESSIONS = 4096  # sessions whose turns' words brokerd is known to hold
 
@@ -65,7 +60,9 @@ class BrokerLink:
     ) -> None:
         self._broker = broker
         longest = max(config.sandbox.shell_timeout_s, config.sandbox.fetch_timeout_s)
-        self._call_tries = int(longest // 10) + 4  # a retry joins the call in flight (I8)
+        # As many tries as the longest tool may run, a try 10 s: a retry joins the call in
+        # flight (I8), so a slow tool is waited for, not run again.
+        self._call_tries = int(longest // 10) + 4
         self._clock = clock
         self._mcp_known: list[Offer] = []  # the MCP tools brokerd offered last
         self._mcp_quiet_until = -float("inf")  # brokerd did not answer: not asked until then
@@ -97,17 +94,16 @@ class BrokerLink:
             if not isinstance(answer, Pending):
                 return answer
 
-    async def _ask(self, client: Client, request: Any) -> Outcome:
-        wait = WAIT_MS / 1000 + 10 if isinstance(request, AwaitApproval) else 10.0
+    async def _ask(self, client: Client, request: ToolRequest | AwaitApproval) -> Outcome:
+        table = patience("broker", request)
+        each = Patience(self._call_tries, table.timeout_s, table.why, table.long_poll)
         try:
-            answer = await client.request(request, timeout=wait, tries=self._call_tries)
-        except (Unreachable, ProtocolError) as error:
+            answer = await client.ask(request, patience=each)
+        except AskFailed as error:
             raise BrokerGone(f"brokerd is not reachable, so the turn stops: {error}") from None
-        if isinstance(answer, ToolResponse):
-            return answer.outcome
         if isinstance(answer, Error):
             return Failed(f"brokerd refused the request: {answer.message}")
-        return Failed(f"brokerd answered {type(answer).__name__}")
+        return answer.outcome
 
     async def owner_words(self, session: str, said: Mapping[int, str]) -> None:
         """Give brokerd each turn's owner's words (`said`: turn → what the owner typed) it is
@@ -127,18 +123,21 @@ class BrokerLink:
             for turn in missing:
                 text = _fit(said[turn], MAX_OWNER_WORDS)
                 try:
-                    answer = await client.request(OwnerWords(_rid(), session, turn, text), tries=2)
-                except (Unreachable, ProtocolError) as error:
+                    answer = await client.ask(OwnerWords(_rid(), session, turn, text))
+                except AskFailed as error:
                     log.warning(
                         "%s: the owner's words of turn %d were not given: %s", session, turn, error
                     )
                     return
-                if isinstance(answer, WordsKept):
-                    kept.add(turn)
-                else:
+                if isinstance(answer, Error):
                     log.warning(
-                        "%s: brokerd did not keep turn %d's words: %r", session, turn, answer
+                        "%s: brokerd did not keep turn %d's words: %s",
+                        session,
+                        turn,
+                        answer.message,
                     )
+                else:
+                    kept.add(turn)
         finally:
             client.close()
 
@@ -150,15 +149,15 @@ class BrokerLink:
             return self._mcp_known
         client = self._broker()
         try:
-            answer = await client.request(ToolsQuery(_rid()), timeout=TOOLS_WAIT_S, tries=1)
-        except (Unreachable, ProtocolError) as error:
+            answer = await client.ask(ToolsQuery(_rid()))
+        except AskFailed as error:
             log.warning("offering the MCP tools brokerd listed last: %s", error)
             self._mcp_quiet_until = self._clock() + TOOLS_QUIET_S
             return self._mcp_known
         finally:
             client.close()
-        if not isinstance(answer, Tools):
-            log.warning("brokerd offered no MCP tools: it answered %r", answer)
+        if isinstance(answer, Error):
+            log.warning("brokerd offered no MCP tools: %s", answer.message)
             self._mcp_known = []
         else:
             self._mcp_known = [*mcp_tools(answer.tools)]
@@ -168,12 +167,12 @@ class BrokerLink:
         """Whether brokerd took a sub-agent's label on into its parent's (§6.4)."""
         client = self._broker()
         try:
-            absorbed = await client.request(Absorb(_rid(), parent, child), tries=6)
-        except (Unreachable, ProtocolError) as error:
+            absorbed = await client.ask(Absorb(_rid(), parent, child))
+        except AskFailed as error:
             raise BrokerGone(f"brokerd is not reachable, so the turn stops: {error}") from None
         finally:
             client.close()
-        return isinstance(absorbed, State)
+        return not isinstance(absorbed, Error)
 
 
 def _fit(text: str, limit: int) -> str:

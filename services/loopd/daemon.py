@@ -87,7 +87,7 @@ class Loop:
         self._publisher = publisher
         self._tasks = tasks
         tally = Tally(local_zone(os.environ))  # the machine's day, as the owner lives it
-        self.sessions = Sessions(ctx.home, tally=tally)
+        self.sessions = Sessions(ctx.home, tally=tally, context=ctx.config.loop.context_chars)
         self.meter = Meter(tally, ctx.config.loop.max_tokens_per_day)
         self._busy: set[str] = set()
         # (request id, session) -> its answer: a retried owner message never runs a second turn;
@@ -111,7 +111,7 @@ class Loop:
         self.turns = Turns(
             ctx.config,
             model,
-            lambda: Client(ctx.zmq, broker, name="brokerd", timeout=10.0),
+            lambda: Client(ctx.zmq, broker, socket="broker"),
             self.sessions.held,
             self._publish,
             self.sessions.exists,
@@ -121,7 +121,7 @@ class Loop:
             ctx.home,
             self.sessions,
             self.turns,
-            lambda: Client(ctx.zmq, broker, name="brokerd", timeout=10.0),
+            lambda: Client(ctx.zmq, broker, socket="broker"),
             local_zone(os.environ),
             lambda: datetime.now(UTC),
         )

@@ -12,13 +12,19 @@ A line is never longer than one that can be read back (`MAX_LINE`, the wire's li
 that cannot be read is passed over, never cut with all that follows, except a torn last line.
 Records are written whole or not at all (`history_write`, issue 28), and a turn's number is
 never used twice, however the file was damaged (`next_turn`).
+
+What a log keeps in memory is bounded by `[loop] context_chars` (issue 28): only the turns the
+model is still sent (`transcript`: the newest whole turns that fit, the turn that runs always
+whole) and a few figures of the rest; everything else is read from the file when asked.
 """
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +32,7 @@ from typing import Any, ClassVar
 
 from bxcore import schema, wire
 from bxcore.clock import now_ms, rfc3339
+from bxcore.config import LoopConfig
 from bxcore.messages import (
     AssistantText,
     EndReason,
@@ -42,6 +49,11 @@ from services.loopd.model import Assistant, Message, ToolCall, ToolResult, User
 log = logging.getLogger("loopd")
 
 MAX_LINE = wire.MAX_MESSAGE  # `decode` reads no longer line
+CONTEXT_CHARS = LoopConfig().context_chars
+# Bytes a log holds beside its messages' text, for `SessionLog.weight` (measured with tracemalloc
+# on logs of 1 to 240 short turns: 0.85 to 1.5 KB a turn, ~2 KB a log).
+WEIGHT_OF_TURN = 1_536
+WEIGHT_OF_LOG = 3_072
 # A turn's or an event's number in a line that cannot be read: a key's own quote is bare, one
 # inside a JSON string is escaped (`\"turn\":`), so no text of the model's matches.
 _NUMBERED = re.compile(rb'"(turn|seq)":([0-9]{1,15})[,}]')
@@ -107,6 +119,27 @@ TYPES: dict[str, type[Any]] = {
 }
 
 
+def chars(message: Message) -> int:
+    """The characters of `message` the model reads: its text, its calls' names and
+    arguments, or a result's content."""
+    if isinstance(message, User):
+        return len(message.text)
+    if isinstance(message, Assistant):
+        return len(message.text) + sum(len(c.name) + len(c.arguments) for c in message.tool_calls)
+    return len(message.content)
+
+
+def held(message: Message) -> int:
+    """The bytes `message`'s text takes in memory: a character takes 1, 2 or 4 bytes, as the
+    widest of its string needs (PEP 393), so it is not `chars`."""
+    if isinstance(message, User):
+        return sys.getsizeof(message.text)
+    if isinstance(message, Assistant):
+        calls = message.tool_calls
+        return sys.getsizeof(message.text) + sum(sys.getsizeof(c.arguments) for c in calls)
+    return sys.getsizeof(message.content)
+
+
 class RecordTooLarge(ValueError):
     """A record longer than a history line may be (`MAX_LINE`); nothing was written."""
 
@@ -160,6 +193,9 @@ class _Turn:
     reads it at once instead of going over every record of the session again."""
 
     messages: list[Message] = field(default_factory=list)  # what the model has had
+    size: int = 0  # their characters (`chars`)
+    held: int = 0  # the bytes their text takes in memory (`held`)
+    calls: dict[str, Call] = field(default_factory=dict)  # the calls its replies made, by id
     steps: int = 0  # model replies
     reply: ModelReply | None = None  # the last one
     answered: set[str] = field(default_factory=set)  # calls with a result
@@ -174,16 +210,16 @@ class _Turn:
 
 @dataclass
 class SessionLog:
-    """One session's history file and what loopd knows from it: every record, and each
-    turn's summary (`_Turn`), both kept as records are taken, at load and at each append."""
+    """One session's history file and what loopd knows from it: each turn's summary (`_Turn`)
+    of the turns the model may still be sent, and a few figures of the whole, kept as records
+    are taken, at load and at each append. Older turns are let go (`_let_go_old`)."""
 
     session: str
     path: Path
+    context: int = CONTEXT_CHARS  # `[loop] context_chars`
     seq: int = 0
     turns: int = 0  # the newest turn an owner message started
-    ended: set[int] = field(default_factory=set)
-    owner_text: dict[int, str] = field(default_factory=dict)
-    records: list[Record] = field(default_factory=list)
+    owner_text: dict[int, str] = field(default_factory=dict)  # of the turns kept
     spawns: dict[str, str] = field(default_factory=dict)  # call id -> child session
     updated: str = ""  # when the file was last written
     size: int = 0  # the file's length in bytes
@@ -191,18 +227,25 @@ class SessionLog:
     write: Callable[[int, bytes], int] = field(default=os.write, repr=False)  # os.write; a seam
     _top: int = field(default=0, init=False)  # the highest turn number the history holds
     _owed: list[bytes] = field(default_factory=list, init=False)  # taken, not yet written
-    _turns: dict[int, _Turn] = field(default_factory=dict, init=False)
-    _calls: dict[str, Call] = field(default_factory=dict, init=False)  # every call, by our id
+    _turns: dict[int, _Turn] = field(default_factory=dict, init=False)  # the turns kept
+    _order: list[int] = field(default_factory=list, init=False)  # their numbers, ascending
+    _open: set[int] = field(default_factory=set, init=False)  # kept turns said and not ended
+    _kept: int = field(default=0, init=False)  # the characters of the turns kept
+    _held: int = field(default=0, init=False)  # the bytes of their text in memory
+    _gone: int = field(default=0, init=False)  # every turn up to this one was let go, or none
 
     def __repr__(self) -> str:
-        return f"SessionLog({self.session}: {self.turns} turns, {len(self.unfinished())} open)"
+        return (
+            f"SessionLog({self.session}: {self.turns} turns, {len(self._open)} open, "
+            f"{len(self._order)} kept, {self._kept} chars)"
+        )
 
     @classmethod
-    def load(cls, session: str, path: Path) -> SessionLog:
+    def load(cls, session: str, path: Path, context: int = CONTEXT_CHARS) -> SessionLog:
         """Read the file. A torn last line (no newline: a crash mid-write, as each record is
         written with its newline at once) is cut off; any other line that cannot be read is
         passed over and kept, and so is every line after it."""
-        found = cls(session, path)
+        found = cls(session, path, context)
         try:
             with open(path, "rb") as file:
                 data = file.read()
@@ -252,20 +295,36 @@ class SessionLog:
         return bool(self._owed)
 
     def _take(self, record: Record) -> None:
-        self.records.append(record)
         self._top = max(self._top, record.turn)
-        turn = self._turns.get(record.turn)
-        if turn is None:
-            turn = self._turns[record.turn] = _Turn()
         if isinstance(record, TurnEvent):
             self.seq = max(self.seq, record.seq)
+            if isinstance(record.event, OwnerSaid):
+                self.turns = max(self.turns, record.turn)
+        elif isinstance(record, ModelReply) and record.usage is not None:
+            self.spent.append((record.usage.at, record.usage.tokens))
+        elif isinstance(record, Spawned):
+            self.spawns[record.call] = record.child
+        turn = self._turns.get(record.turn)
+        if turn is None:
+            if record.turn <= self._gone:  # a turn let go: only the figures above count
+                return
+            turn = self._turns[record.turn] = _Turn()
+            bisect.insort(self._order, record.turn)
+        self._take_in(turn, record)
+        self._let_go_old()
+
+    def _take_in(self, turn: _Turn, record: Record) -> None:
+        """What `record` says of its turn, which is kept."""
+        added: Message | None = None
+        if isinstance(record, TurnEvent):
             event = record.event
             if isinstance(event, OwnerSaid):
-                self.turns = max(self.turns, record.turn)
                 self.owner_text[record.turn] = event.text
-                turn.messages.append(User(event.text))
+                if turn.end is None:
+                    self._open.add(record.turn)
+                added = User(event.text)
             elif isinstance(event, TurnEnd):
-                self.ended.add(record.turn)
+                self._open.discard(record.turn)
                 turn.failed = event.reason is EndReason.ERROR
                 turn.stopped = event.reason is EndReason.CANCELLED
                 turn.end = event.reason
@@ -279,19 +338,45 @@ class SessionLog:
             turn.steps += 1
             turn.reply = record  # what follows is counted from here
             turn.answered, turn.calls_shown, turn.text_shown = set(), 0, False
-            self._calls.update((call.id, call) for call in record.calls)
+            turn.calls.update((call.id, call) for call in record.calls)
             if record.usage is not None:
                 turn.tokens = (turn.tokens or 0) + record.usage.tokens
-                self.spent.append((record.usage.at, record.usage.tokens))
             calls = tuple(ToolCall(c.model_id, c.name, c.arguments) for c in record.calls)
-            turn.messages.append(Assistant(record.text, calls))
+            added = Assistant(record.text, calls)
         elif isinstance(record, ToolResultRecord):
             turn.answered.add(record.call)
-            call = self._calls.get(record.call)
+            call = turn.calls.get(record.call)
             if call is not None:  # loopd writes a result only after its call's reply
-                turn.messages.append(ToolResult(call.model_id, call.name, record.content))
-        else:
-            self.spawns[record.call] = record.child
+                added = ToolResult(call.model_id, call.name, record.content)
+        if added is not None:
+            turn.messages.append(added)
+            size = chars(added)
+            turn.size += size
+            self._kept += size
+            turn.held += held(added)
+            self._held += held(added)
+
+    def _let_go_old(self) -> None:
+        """Let go of the oldest turns that no request will send again: those before the turn
+        that runs (the oldest open one, else the newest) that `transcript` leaves out of its
+        request. A later request reaches no further back (a newer turn only takes room), so
+        what is let go is never needed again; the file keeps it."""
+        if len(self._order) < 2:
+            return
+        running = min(self._open) if self._open else self._order[-1]
+        window = self._kept
+        for number in reversed(self._order):  # the turns after it: none or one or two
+            if number <= running:
+                break
+            window -= self._turns[number].size
+        while window > self.context and self._order[0] < running:
+            number = self._order.pop(0)
+            gone = self._turns.pop(number)
+            self.owner_text.pop(number, None)
+            self._kept -= gone.size
+            self._held -= gone.held
+            window -= gone.size
+            self._gone = max(self._gone, number)
 
     def append(self, record: Record, *, owe: bool = False) -> None:
         """Write one record durably, then remember it; `RecordTooLarge` (and nothing written)
@@ -330,14 +415,33 @@ class SessionLog:
 
     def unfinished(self) -> list[int]:
         """Turns started by the owner and not yet ended, oldest first."""
-        return [t for t in sorted(self.owner_text) if t not in self.ended]
+        return sorted(self._open)
 
-    def events(self, after: int = 0) -> list[TurnEvent]:
-        return [r for r in self.records if isinstance(r, TurnEvent) and r.seq > after]
+    def ended(self, turn: int) -> bool:
+        """True when `turn` has a `turn_end` (a turn let go had ended, or never began)."""
+        found = self._turns.get(turn)
+        return found.end is not None if found is not None else turn <= self._gone
+
+    @property
+    def weight(self) -> int:
+        """About how many bytes of memory this log holds: what `Sessions` counts."""
+        return self._held + WEIGHT_OF_TURN * len(self._order) + WEIGHT_OF_LOG
 
     def transcript(self, up_to: int) -> list[Message]:
-        """The conversation the model has had, turns 1 to `up_to`, each turn in its order."""
-        return [m for n in sorted(self._turns) if n <= up_to for m in self._turns[n].messages]
+        """What the model is sent for turn `up_to`: its messages, after those of the newest
+        earlier turns whose characters fit in `context` with it, whole turns in their order.
+        `up_to` is always sent whole, however long."""
+        chosen: list[_Turn] = []
+        size = 0
+        for number in reversed(self._order):
+            if number > up_to:
+                continue
+            turn = self._turns[number]
+            if chosen and size + turn.size > self.context:
+                break
+            size += turn.size
+            chosen.append(turn)
+        return [message for turn in reversed(chosen) for message in turn.messages]
 
     def reply_calls(self, turn: int) -> tuple[Call, ...]:
         """Every call of `turn`'s last model reply, in the model's order (none: no reply)."""

@@ -13,7 +13,7 @@ from bxcore.ids import MAX_CALL_ID, byte_length_between
 from services.loopd.model import Assistant, Message, Reply, ToolCall, ToolResult
 
 if TYPE_CHECKING:
-    from services.loopd.sse import SseEvent
+    pass
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -28,16 +28,6 @@ class Streamed(Protocol):
     def reply(self, messages: Sequence[Message]) -> Reply:
         """The answer read so far; ModelError when it is not whole."""
         ...
-
-
-def reply_of_events(
-    streamed: Streamed, events: Iterable[SseEvent], messages: Sequence[Message]
-) -> Reply:
-    """The Reply of a whole stream's events (for tests and tools; loopd reads as they come)."""
-    for event in events:
-        if streamed.take(event.data):
-            break
-    return streamed.reply(messages)
 
 
 def clean(text: str) -> str:

@@ -27,7 +27,7 @@ from anyio.abc import TaskGroup
 
 from bxcore import disk
 from bxcore.atomic import write_atomically
-from bxcore.client import Client, ProtocolError, Unreachable
+from bxcore.client import AskFailed, Client
 from bxcore.errors import SetupError, one_line
 from bxcore.home import Home
 from bxcore.ids import job_run_of, job_run_session
@@ -38,7 +38,6 @@ from bxcore.messages import (
     Error,
     JobEnd,
     JobEnded,
-    JobRecorded,
     JobStarted,
     OwnerSaid,
     ToolDenied,
@@ -208,7 +207,7 @@ class Scheduler:
                     self._decide(job_id, JobEnd.ERROR, "the job's file is gone or invalid")
                 else:
                     self._turns.emit(session, 1, OwnerSaid(job.prompt))
-            if 1 not in session.ended and session.turns:
+            if not session.ended(1) and session.turns:
                 limit = job.max_steps if job is not None else BUDGETS["max_steps"][0]
                 tokens = job.max_tokens if job is not None else BUDGETS["max_tokens"][0]
                 runtime = job.max_runtime_s if job is not None else BUDGETS["max_runtime_s"][0]
@@ -266,18 +265,22 @@ class Scheduler:
         while True:
             client = self._broker()
             try:
-                answer = await client.request(message, timeout=10.0, tries=3)
-            except (Unreachable, ProtocolError) as error:
+                answer = await client.ask(message)
+            except AskFailed as error:
                 log.warning("brokerd did not record %s: %s; asking again", message.TYPE, error)
                 await self._sleep(RECORD_RETRY_S)
                 continue
             finally:
                 client.close()
-            if isinstance(answer, JobRecorded):
-                return True
-            said = answer.message if isinstance(answer, Error) else repr(answer)
-            log.error("brokerd did not record job %s's %s: %s", message.job, message.TYPE, said)
-            return False
+            if isinstance(answer, Error):
+                log.error(
+                    "brokerd did not record job %s's %s: %s",
+                    message.job,
+                    message.TYPE,
+                    answer.message,
+                )
+                return False
+            return True
 
     def _job(self, job_id: str) -> Job | None:
         found = read_jobs(self._home.jobs, _grant_ids(self._home.grants))

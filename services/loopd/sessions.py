@@ -18,15 +18,15 @@ from bxcore.home import Home
 from bxcore.ids import valid_session
 from bxcore.messages import TurnEvent
 from services.loopd.cache import Cache
-from services.loopd.history import SessionLog
+from services.loopd.history import CONTEXT_CHARS, SessionLog
 from services.loopd.history_scan import outline, read_events
 from services.loopd.usage import Tally
 
-# Measured with tracemalloc on histories of 0 to 100 tool calls: a loaded history takes 1.4 to
-# 2.7 times its file's size in memory, so the idle histories kept (2 MiB of files at most) take
-# ~6 MB at most. Histories a turn is using are held on top of that, whatever their size.
+# The idle histories kept: 64 at most, 4 MiB at most by their `SessionLog.weight` (what they hold
+# in memory, which no longer grows with their files, issue 28). Histories a turn is using are
+# held on top of that, each at most its context's worth (`[loop] context_chars`) and its turn.
 MAX_LOADED = 64
-MAX_LOADED_BYTES = 2 * 1024 * 1024
+MAX_LOADED_BYTES = 4 * 1024 * 1024
 
 
 class Summary(NamedTuple):
@@ -48,8 +48,10 @@ class Sessions:
         max_loaded: int = MAX_LOADED,
         max_bytes: int = MAX_LOADED_BYTES,
         tally: Tally | None = None,
+        context: int = CONTEXT_CHARS,
     ) -> None:
         self._home = home
+        self._context = context  # `[loop] context_chars`: what each log keeps
         self._tally = tally  # what `scan` finds spent is added to it
         self._summaries: dict[str, Summary] = {}  # stale while loaded: the log is the truth
         self._loaded: Cache[SessionLog] = Cache(max_loaded, max_bytes)
@@ -98,7 +100,7 @@ class Sessions:
     def exists(self, name: str) -> bool:
         """True when `session` has a history: on disk, or loaded and not empty."""
         loaded = self._loaded.peek(name)
-        if loaded is not None and loaded.records:
+        if loaded is not None and (loaded.size or loaded.owing):
             return True
         return self._home.session_history(name).exists()
 
@@ -107,7 +109,7 @@ class Sessions:
         found = self._loaded.get(name)
         if found is None:
             found = self._load(name)
-            self._let_go(self._loaded.add(name, found, found.size))
+            self._let_go(self._loaded.add(name, found, found.weight))
         return found
 
     def hold(self, name: str) -> SessionLog:
@@ -116,18 +118,18 @@ class Sessions:
         if name in self._loaded:
             return self._loaded.hold(name)
         found = self._load(name)
-        self._let_go(self._loaded.add(name, found, found.size, hold=True))
+        self._let_go(self._loaded.add(name, found, found.weight, hold=True))
         return found
 
     def _load(self, name: str) -> SessionLog:
         owing = self._owing.pop(name, None)
-        return owing or SessionLog.load(name, self._home.session_history(name))
+        return owing or SessionLog.load(name, self._home.session_history(name), self._context)
 
     def release(self, name: str) -> None:
         found = self._loaded.peek(name)
         if found is None:
             raise KeyError(f"{name} is not held")
-        self._let_go(self._loaded.release(name, found.size))
+        self._let_go(self._loaded.release(name, found.weight))
 
     @contextlib.contextmanager
     def held(self, name: str) -> Iterator[SessionLog]:

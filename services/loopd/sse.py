@@ -9,7 +9,6 @@ given out: a reader counts them, not bytes, to tell a live stream.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 _CR, _LF = 0x0D, 0x0A
@@ -111,10 +110,3 @@ def _line_end(chunk: bytes, start: int) -> int:
     """The index of the first CR or LF at or after `start`, or -1."""
     found = _BREAK.search(chunk, start)
     return found.start() if found is not None else -1
-
-
-def decode_events(chunks: Iterable[bytes], limit: int) -> list[SseEvent]:
-    """Every complete event of a whole stream given in pieces (for tests and tools)."""
-    decoder = SseDecoder(limit)
-    events = [event for chunk in chunks for event in decoder.feed(chunk)]
-    return events + decoder.end()

@@ -356,7 +356,7 @@ class Turns:
             if child.turns == 0:
                 self.emit(child, 1, OwnerSaid(task))
             left = self._left(parent, turn)
-            ran = 1 in child.ended
+            ran = child.ended(1)
             text = child.last_text(1) if ran else await self.run(child, 1, max_tokens=left)
             failure = child.failure(1)
             stopped = child.stopped(1)

@@ -14,7 +14,8 @@ from collections.abc import Awaitable, Callable
 
 import zmq.asyncio
 
-from bxcore.client import Client, ProtocolError, Unreachable
+from bxcore.asking import Patience
+from bxcore.client import AskFailed, Client
 from bxcore.clock import now_ms
 from bxcore.daemon import Context, StartError
 from bxcore.labels import CLEAN, Label
@@ -27,14 +28,13 @@ from bxcore.messages import (
     Notes,
     NotesQuery,
     Outcome,
-    State,
     StateQuery,
     ToolRequest,
     ToolResponse,
     short,
 )
 from bxcore.router import Router
-from bxcore.routes import Refusal, Route, Routes, type_of
+from bxcore.routes import Refusal, Route, Routes
 from bxcore.sockets import MemoryAnswer, MemoryRequest
 from bxcore.tools import ToolName
 from services.memoryd import arguments
@@ -44,8 +44,7 @@ from services.memoryd.store import CallReused, Store, StoreError
 
 log = logging.getLogger("memoryd")
 
-LABEL_TIMEOUT_S = 1.5  # a try; brokerd waits 5 s a try for memoryd, so this fails first
-LABEL_TRIES = 2
+LABEL = Patience(2, 1.5, "a try fails before brokerd's 5 s wait for memoryd does")
 MAX_MESSAGE = 1000  # characters of a `Failed` message
 BROWSE_LIMIT = 200  # notes in one answer to the owner's notes_query
 REFUSAL = Refusal(
@@ -65,19 +64,15 @@ def ask_broker(ctx: zmq.asyncio.Context, endpoint: str) -> LabelAsker:
     async def ask(session: str) -> Label:
         query = StateQuery(f"m-{secrets.token_hex(8)}", session)
         try:
-            async with Client(
-                ctx, endpoint, name="brokerd", timeout=LABEL_TIMEOUT_S, tries=LABEL_TRIES
-            ) as client:
-                answer = await client.request(query)
-        except (Unreachable, ProtocolError) as error:
+            async with Client(ctx, endpoint, socket="broker") as client:
+                answer = await client.ask(query, patience=LABEL)
+        except AskFailed as error:
             raise LabelUnknown(str(error)) from None
-        if isinstance(answer, State) and answer.session == session:
-            return answer.label
         if isinstance(answer, Error):
             raise LabelUnknown(f"brokerd answered {answer.code.value}: {answer.message}")
-        if isinstance(answer, State):
+        if answer.session != session:
             raise LabelUnknown(f"brokerd answered for session {answer.session}, not {session}")
-        raise LabelUnknown(f"brokerd answered {type_of(type(answer))}, not state")
+        return answer.label
 
     return ask
 

@@ -23,7 +23,6 @@ DESKTOP: ViewportSize = {"width": 1280, "height": 800}
 PHONE: ViewportSize = {"width": 390, "height": 844}
 VIEWS = ("Chat", "Approvals", "Ledger", "Grants", "Memory", "Services", "Jobs")
 SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
-MUTATION = {"Content-Type": "application/json", "X-BX-Console": "1"}
 
 
 class Console:
@@ -48,12 +47,14 @@ class Console:
         return cls(box, links[0])
 
     def api(self, method: str, path: str, body: Any = None) -> Any:
-        """One API request with the owner's cookie; its JSON answer (a 2xx is required)."""
+        """One API request with the owner's cookie and the key its login paired with it (as
+        the page sends them); its JSON answer (a 2xx is required)."""
         if self._http is None:
             self._http = httpx.Client(base_url=self.origin, timeout=15)
-            login = self._http.post("/api/login", json={"token": self.token}, headers=MUTATION)
+            login = self._http.post("/api/login", json={"token": self.token})
             assert login.status_code == 200, login.text
-        headers = MUTATION if method != "GET" else {}
+            self._http.headers["X-BX-Console"] = login.json()["key"]
+        headers = {"Content-Type": "application/json"} if method != "GET" else {}
         answer = self._http.request(method, path, json=body, headers=headers)
         assert answer.is_success, f"{method} {path}: {answer.status_code} {answer.text}"
         return answer.json()

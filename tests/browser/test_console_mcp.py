@@ -45,6 +45,7 @@ def with_servers(home: Path) -> None:
     with (home / "config.toml").open("a") as config:
         config.write("\n" + fake("mailbox", "mailbox", home.parent / "mail"))
         config.write(fake("rug", "rugpull", home.parent / "rug"))
+        config.write(fake("poison", "poisoned"))
     grant(home, "mail-read", READ, kind="source", class_="private")
     to_example = {"to": "glob:*@example.com"}
     grant(home, "mail-send", SEND, kind="sink", class_="private", match=to_example)
@@ -54,7 +55,7 @@ def with_servers(home: Path) -> None:
 @pytest.fixture(scope="module")
 def mcp_console() -> Iterator[Console]:
     with box_up(before_up=with_servers) as box:
-        for name in ("mailbox", "rug"):
+        for name in ("mailbox", "rug", "poison"):
             wait_listed(box.home, name)
             trusted = box.bxctl("mcp", "trust", name, "--yes")
             assert trusted.returncode == 0, trusted.stderr
@@ -130,3 +131,97 @@ def test_a_server_whose_tools_changed_is_flagged_with_how_to_trust_it_again(
     expect(row).to_contain_text("changed")
     expect(row).to_contain_text("list_notes")
     expect(page.locator("#mcp-flags")).to_contain_text(re.compile(r"rug.*bxctl mcp trust rug"))
+
+
+def test_a_card_says_which_target_was_not_the_owners_and_which_result_it_came_from(
+    mcp_page: Page, mcp_console: Console
+) -> None:
+    box, page = mcp_console.box, mcp_page
+    reply = {"to": "boss@example.com", "body": "Got it."}  # the address is the mail's, not yours
+    box.model.script(
+        "answer the mail about Q3",
+        box.model.calls((READ, json.dumps({"folder": "in"}))),
+        box.model.calls((SEND, json.dumps(reply))),
+        Answer(text="Answered."),
+    )
+    session = new_session(page)
+    send(page, "answer the mail about Q3")
+    approval, link = waiting_approval(page)
+    (read,) = [r["call"] for r in mcp_console.ledger(session, "decision") if r["tool"] == READ]
+    said = (
+        f'/to = "boss@example.com": NOT FROM YOU: first seen in the result of call {read} ({READ})'
+    )
+    in_chat = conversation(page).get_by_role("list", name=f"Where each target of {SEND} came from")
+    expect(in_chat).to_have_text(said)
+
+    link.click()
+    card = approval_card(page, approval)
+    targets = card.get_by_role("list", name=re.compile(r"^Where each target of "))
+    expect(targets).to_have_text(said)
+    expect(card.get_by_role("heading", name="Where each target came from")).to_be_visible()
+    (info,) = [a for a in mcp_console.pending() if a["approval"] == approval]
+    assert info["targets"] == [
+        {"at": "/to", "value": '"boss@example.com"', "origin": f"untrusted: call {read}",
+         "tool": READ}
+    ]  # fmt: skip
+    card.get_by_role("button", name="Deny", exact=True).click()
+    expect(card).to_have_count(0)
+    assert reply not in sent(box)
+
+
+def roles_pinned(box: UpBox, tool: str) -> dict[str, str]:
+    pins = json.loads((box.home / "mcp" / "mailbox.pins.json").read_text())
+    roles: dict[str, str] = pins["tools"][tool]["roles"]
+    return roles
+
+
+def test_services_shows_each_arguments_role_and_trusts_with_the_ones_the_owner_chose(
+    mcp_page: Page, mcp_console: Console
+) -> None:
+    box, page = mcp_console.box, mcp_page
+    view(page, "Services")
+    roles = page.get_by_role("list", name="Roles pinned")
+    expect(roles).to_contain_text("mailbox/send_email: body content, to target")
+    expect(roles).to_contain_text("mailbox/read_inbox: folder target")
+
+    page.get_by_role("button", name="Review mailbox", exact=True).click()
+    review = page.get_by_role("region", name="Tools of mailbox")
+    expect(review).to_be_visible()
+    tool = review.get_by_role("article", name="Tool send_email")
+    expect(tool).to_contain_text("pinned, unchanged")
+    expect(tool.get_by_label("The definition of send_email")).to_contain_text("Send one mail.")
+    arguments = tool.get_by_role("table", name="Arguments of send_email")
+    expect(arguments.get_by_role("row").filter(has_text="to")).to_contain_text(
+        "as you confirmed it: where it goes or what it affects"
+    )
+    body = tool.get_by_role("combobox", name="Role of send_email.body")
+    expect(body).to_have_value("content")
+
+    body.select_option("target")
+    review.get_by_role("button", name="Trust mailbox", exact=True).click()
+    expect(review.get_by_role("alert")).to_have_text("Pinned 2 tools of mailbox.")
+    assert roles_pinned(box, "send_email") == {"body": "target", "to": "target"}
+    expect(roles).to_contain_text("mailbox/send_email: body target, to target")
+    expect(tool.get_by_role("combobox", name="Role of send_email.body")).to_have_value("target")
+
+    # Back as it was, for the other tests of this box: the same path, the other way.
+    tool.get_by_role("combobox", name="Role of send_email.body").select_option("content")
+    review.get_by_role("button", name="Trust mailbox", exact=True).click()
+    expect(roles).to_contain_text("mailbox/send_email: body content, to target")
+    assert roles_pinned(box, "send_email") == {"body": "content", "to": "target"}
+
+
+def test_review_shows_a_poisoned_description_escaped_and_names_what_it_hides(
+    mcp_page: Page,
+) -> None:
+    page = mcp_page
+    view(page, "Services")
+    page.get_by_role("button", name="Review poison", exact=True).click()
+    tool = page.get_by_role("region", name="Tools of poison").get_by_role(
+        "article", name="Tool add"
+    )
+    definition = tool.get_by_label("The definition of add")
+    expect(definition).to_contain_text("\\u202e <IMPORTANT>")
+    assert "\u202e" not in definition.inner_text()
+    expect(tool.get_by_role("note")).to_contain_text("right-to-left override (U+202E)")
+    expect(tool.get_by_role("combobox", name="Role of add.sidenote")).to_have_value("target")

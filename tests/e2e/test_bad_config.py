@@ -38,4 +38,4 @@ def test_an_api_key_written_into_the_config_stops_up_with_one_line_that_hides_it
     assert list((home / "run").iterdir()) == []
     assert list((home / "logs").iterdir()) == []
     status = bxctl(home, "status")
-    assert (status.returncode, status.stdout) == (3, "not running\n")
+    assert (status.returncode, status.stdout) == (3, "not running; start it with `bxctl up`\n")

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from bxcore.clock import parse_rfc3339
-from tests.e2e.test_console_http import CHANGE, Console, attempts, console_of, error_of
+from tests.e2e.test_console_http import Console, attempts, console_of, error_of
 from tests.fakes.model_server import Answer
 from tests.support.box import wait_until
 from tests.support.brokerd import args
@@ -79,16 +79,16 @@ def test_disable_then_enable_rewrites_only_enabled_in_the_file(
     console: Console, owner: httpx.Client
 ) -> None:
     path = console.home / "jobs" / "tick.toml"
-    off = owner.post("/api/jobs/tick/enabled", json={"enabled": False}, headers=CHANGE)
+    off = owner.post("/api/jobs/tick/enabled", json={"enabled": False})
     assert off.status_code == 200, off.text
     assert off.json()["job"]["enabled"] is False and off.json()["job"]["next_runs"] == []
     assert path.read_text() == TICK.replace("enabled = true", "enabled = false")
     assert jobs_of(owner)["tick"]["enabled"] is False
-    on = owner.post("/api/jobs/tick/enabled", json={"enabled": True}, headers=CHANGE)
+    on = owner.post("/api/jobs/tick/enabled", json={"enabled": True})
     assert on.status_code == 200 and on.json()["job"]["enabled"] is True
     assert path.read_text() == TICK
     # a file with no `enabled` gets one; an invalid job may be turned off too
-    broken = owner.post("/api/jobs/broken/enabled", json={"enabled": False}, headers=CHANGE)
+    broken = owner.post("/api/jobs/broken/enabled", json={"enabled": False})
     assert broken.status_code == 200 and broken.json()["job"]["valid"] is False
     text = (console.home / "jobs" / "broken.toml").read_text()
     assert text == "enabled = false\n" + FILES["broken"]
@@ -96,18 +96,18 @@ def test_disable_then_enable_rewrites_only_enabled_in_the_file(
 
 def test_enabled_refuses_a_bad_body_and_a_job_that_is_not_there(owner: httpx.Client) -> None:
     for sent in ({}, {"enabled": "no"}, {"enabled": 0}, {"enabled": True, "other": 1}):
-        error_of(owner.post("/api/jobs/tick/enabled", json=sent, headers=CHANGE), 400)
+        error_of(owner.post("/api/jobs/tick/enabled", json=sent), 400)
     for job in ("nonesuch", "Bad-Id", "..%2Fgrants%2Fmemory"):
-        answer = owner.post(f"/api/jobs/{job}/enabled", json={"enabled": True}, headers=CHANGE)
+        answer = owner.post(f"/api/jobs/{job}/enabled", json={"enabled": True})
         assert answer.status_code == 404, (job, answer.text)
-    error_of(owner.post("/api/jobs/nonesuch/run", json={}, headers=CHANGE), 404)
-    assert "nonesuch" in error_of(owner.post("/api/jobs/broken/run", json={}, headers=CHANGE), 400)
+    error_of(owner.post("/api/jobs/nonesuch/run", json={}), 404)
+    assert "nonesuch" in error_of(owner.post("/api/jobs/broken/run", json={}), 400)
 
 
 def test_run_now_starts_a_run_whose_result_the_list_shows(
     console: Console, owner: httpx.Client
 ) -> None:
-    answer = owner.post("/api/jobs/tick/run", json={}, headers=CHANGE)
+    answer = owner.post("/api/jobs/tick/run", json={})
     assert answer.status_code == 202, answer.text
     session = answer.json()["session"]
     assert answer.json() == {"job": "tick", "session": session} and session.startswith("job-tick-")
@@ -126,7 +126,7 @@ def test_run_now_starts_a_run_whose_result_the_list_shows(
 def test_a_run_waiting_for_an_approval_marks_its_job_and_refuses_run_now_409(
     console: Console, owner: httpx.Client
 ) -> None:
-    started = owner.post("/api/jobs/asker/run", json={}, headers=CHANGE)
+    started = owner.post("/api/jobs/asker/run", json={})
     assert started.status_code == 202, started.text
     session = started.json()["session"]
     waiting = wait_until(
@@ -137,9 +137,9 @@ def test_a_run_waiting_for_an_approval_marks_its_job_and_refuses_run_now_409(
     (info,) = [a for a in pending if a["session"] == session]
     assert info["approval"] == approval and info["job"].startswith("job asker's run")
     assert jobs_of(owner)["asker"]["running"] == session
-    again = owner.post("/api/jobs/asker/run", json={}, headers=CHANGE)
+    again = owner.post("/api/jobs/asker/run", json={})
     assert "is still going" in error_of(again, 409)
-    denied = owner.post(f"/api/approvals/{approval}", json={"approve": False}, headers=CHANGE)
+    denied = owner.post(f"/api/approvals/{approval}", json={"approve": False})
     assert denied.status_code == 200, denied.text
 
     def ended() -> str | None:
@@ -154,7 +154,7 @@ def test_a_run_waiting_for_an_approval_marks_its_job_and_refuses_run_now_409(
     ("path", "body"),
     [("/api/jobs/tick/enabled", {"enabled": False}), ("/api/jobs/tick/run", {})],
 )
-def test_a_job_change_without_the_header_from_another_origin_or_as_a_form_is_403(
+def test_a_job_change_from_another_origin_or_as_a_form_is_403_and_the_cookie_alone_401(
     console: Console, owner: httpx.Client, path: str, body: dict[str, Any]
 ) -> None:
     before = (console.home / "jobs" / "tick.toml").read_bytes()
@@ -162,7 +162,7 @@ def test_a_job_change_without_the_header_from_another_origin_or_as_a_form_is_403
     for how, named, arguments in attempts(console.port, body):
         assert named in error_of(owner.post(path, **arguments), 403), how
     with console.client(logged_in=False) as stranger:
-        assert "bxctl console" in error_of(stranger.post(path, json=body, headers=CHANGE), 401)
+        assert "bxctl console" in error_of(stranger.post(path, json=body), 401)
         error_of(stranger.get("/api/jobs"), 401)
     assert (console.home / "jobs" / "tick.toml").read_bytes() == before
     assert jobs_of(owner)["tick"]["runs"] == runs

@@ -186,6 +186,9 @@ def check_up(user: NewUser, command: Command) -> None:
     assert started == list(SERVICES), result.stdout
     status = json.loads(bxctl(home, "status", "--json").stdout)
     assert [s["state"] for s in status["services"]] == ["running"] * len(SERVICES)
+    # the link printed is where this box's console is (8420 may be another's: issue 27)
+    links = re.findall(r"(?m)^console: (http://\S+/)#token=\S+$", result.stdout)
+    assert links == [status["console"]], result.stdout
     user.started.add(home)
     if "--demo" in command.words:
         assert 'provider = "scripted"' in (home / "config.toml").read_text()

@@ -8,6 +8,7 @@ inside its sandbox: `python mcp_servers.py KIND [FOLDER]`.
 - `poisoned`: `add`, whose description hides an instruction behind invisible characters.
 - `crashing`: `echo`, and `crash`, which ends the process mid-call.
 - `hanging`: `echo`, and `hang`, which never answers; `hanging-start` never initializes.
+- `slow-start`: the `memory` server, after 8 s of sleep (a server that is slow to list).
 - `memory`: `remember` and `recall`, held in the process's memory (per-session servers).
 - `prober FOLDER`: `read_path`, `connect` and `https_get` try to reach what is outside their
   sandbox (`https_get` through HTTPS_PROXY: the entry's `hosts`).
@@ -201,6 +202,9 @@ def main() -> None:
     folder = Path(sys.argv[2]) if len(sys.argv) > 2 else Path("/tmp")
     if kind == "hanging-start":
         time.sleep(3600)
+    if kind == "slow-start":
+        time.sleep(8)
+        kind = "memory"
     servers: dict[str, Callable[[], MCPServer]] = {
         "mailbox": lambda: mailbox(folder),
         "rugpull": lambda: rugpull(folder),

@@ -106,13 +106,35 @@ def test_a_write_to_the_path_the_owner_named_runs_and_an_injected_path_asks_nami
     assert isinstance(listed, PendingList)
     (card,) = [a for a in listed.approvals if a.approval == asked.approval]
     assert card.targets is not None
-    assert [(t.at, t.value, t.origin) for t in card.targets] == [
-        ("/path", f'"{mallory}"', "untrusted: call read-1")
+    assert [(t.at, t.value, t.origin, t.tool) for t in card.targets] == [
+        ("/path", f'"{mallory}"', "untrusted: call read-1", "read_file")
     ]
     explained = brokerd.ask(
         Explain("e1", session, "write_file", args(path=str(mallory), content="x")), socket="admin"
     )
-    assert any("untrusted: call read-1" in step for step in explained.steps), explained
+    assert any("untrusted: call read-1 (read_file)" in step for step in explained.steps), explained
+
+
+def test_a_card_rebuilt_after_a_restart_still_names_the_tool_a_value_came_from() -> None:
+    with short_folder() as tmp:
+        home = init_home(tmp / "h")
+        plant(home)
+        mallory = home / "workspace" / "mallory.txt"
+        with running("brokerd", home) as daemon:
+            give(daemon, "words-5", 1, "read my mail")
+            untrusted(daemon, "words-5")
+            asked = call(
+                daemon, "words-5", "w-1", "write_file", args(path=str(mallory), content="x")
+            )
+            assert isinstance(asked, Pending)
+        with running("brokerd", home) as daemon:
+            listed = daemon.ask(PendingQuery("q1"), socket="admin")
+            assert isinstance(listed, PendingList)
+            (card,) = [a for a in listed.approvals if a.approval == asked.approval]
+            assert card.targets is not None
+            assert [(t.origin, t.tool) for t in card.targets] == [
+                ("untrusted: call read-1", "read_file")
+            ]
 
 
 def test_an_injected_claim_to_be_the_owner_adds_nothing_to_the_owners_words(

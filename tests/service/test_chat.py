@@ -8,6 +8,7 @@ terminal (a pty here) it asks inline. End of input and empty lines are never an 
 from __future__ import annotations
 
 import json
+import re
 import signal
 import sys
 from collections.abc import Iterator
@@ -75,6 +76,8 @@ def test_without_a_terminal_chat_prints_the_approval_and_waits_for_bxctl_approve
         out = Reader(chat.stdout.fileno(), chat)
         approval = out.expect(r"approval ([a-z2-9]{8}): shell in session c-wait").group(1)
         card = out.expect(r"waiting for the owner's verdict: .*\n")
+        expires = r"; it expires in (9m 5\ds|10m 00s) \(`bxctl chat --no-wait` does not wait\)\n"
+        assert re.search(expires, card.group(0)), card.group(0)
         assert '"command": "echo \'one two\'"' in card.string
         assert f'"cwd": "{box.home / "workspace"}"' in card.string
         assert "the grant asks" in card.string and "workspace-shell" in card.string
@@ -92,8 +95,28 @@ def test_without_a_terminal_chat_prints_the_approval_and_waits_for_bxctl_approve
         assert approved.stdout == f"approved {approval}: the call runs\n"
         assert out.drain() == 0
         assert "✓ shell" in out.output and "ran it" in out.output
+        waits = f"agent│ … shell waits for the owner's approval {approval}\n"
+        assert out.everything.count(waits) == 1, "said once, before its card"
+        assert out.everything.index(waits) < out.everything.index(f"approval {approval}: shell")
         again = box.bxctl("approve", approval)
         assert again.returncode == 1 and "already settled" in again.stderr
+
+
+def test_chat_no_wait_prints_the_approval_and_exits_while_the_turn_waits(box: Box) -> None:
+    box.model.script("run ls", shell(box, "ls"), Answer(text="listed it"))
+    result = box.bxctl("chat", "--no-wait", "--session", "c-nowait", "run ls")
+    assert result.returncode == 0, result.stderr
+    [approval] = pending_ids(box, "c-nowait")
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith('agent│ → shell {"command": "ls"')
+    assert lines[1] == f"agent│ … shell waits for the owner's approval {approval}"
+    assert lines[2] == f"approval {approval}: shell in session c-nowait"
+    assert lines[-1].startswith(
+        f"not waiting (--no-wait); the turn waits for `bxctl approve {approval}` or "
+        f"`bxctl deny {approval}` (or the console), until it expires in "
+    )
+    assert box.bxctl("approve", approval).returncode == 0
+    wait_until(lambda: len(box.model.requests_for("run ls")) == 2, 20, "the turn to go on")
 
 
 def test_bxctl_deny_makes_the_model_read_the_refusal(box: Box) -> None:
@@ -176,6 +199,9 @@ def test_an_interactive_chat_on_a_terminal_approves_inline(box: Box) -> None:
         term.expect(rf"approved {approval}: the call runs")
         term.expect(r"agent│ ✓ shell")
         term.expect(r"agent│ counted")
+        shown = term.screen.everything
+        waits = f"agent│ … shell waits for the owner's approval {approval}"
+        assert shown.count(waits) == 1 and shown.index(waits) < shown.index(f"approved {approval}")
         term.expect(r"you> ")
         term.type("thanks\n")
         term.expect(r"agent│ you are welcome")

@@ -342,7 +342,10 @@ def test_a_stale_pid_file_whose_pid_was_reused_is_recognised(home: Path) -> None
         stale = pidfile.BoxRecord(reused, endpoint, {"brokerd": reused})
         pidfile.write(home / "run" / "supervisor.pid", stale)
         result = bxctl(home, "status")
-        assert (result.returncode, result.stdout.strip()) == (3, "not running")
+        assert (result.returncode, result.stdout.strip()) == (
+            3,
+            "not running; start it with `bxctl up`",
+        )
         started = up(home, "memoryd")
         assert started.returncode == 0, started.stderr
         assert "already running" not in started.stdout

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bxcore import curve, report
+from bxcore.asking import Patience
 from bxcore.client import Secure, SyncClient, Unreachable
 from bxcore.home import Home
 from bxcore.messages import Ping, Pong
@@ -34,15 +35,10 @@ CURVE_SERVER = {"admin": "brokerd", "gateway": "gatewayd"}
 
 def sync_request(home: Path, socket: str, message: Any, *, timeout: float = 10.0) -> Any:
     """One request, one try (as the owner on a CURVE socket); the answer that carries its id."""
-    with SyncClient(
-        Home(home).endpoint(socket),
-        name=socket,
-        timeout=timeout,
-        tries=1,
-        secure=as_owner(home, socket),
-    ) as client:
+    endpoint = Home(home).endpoint(socket)
+    with SyncClient(endpoint, socket=socket, name=socket, secure=as_owner(home, socket)) as client:
         try:
-            return client.request(message)
+            return client.ask(message, patience=Patience(1, timeout, "a test's one try"))
         except Unreachable:
             raise TimeoutError(f"no answer on {socket} in {timeout} s to {message!r}") from None
 

@@ -1,13 +1,16 @@
 """A ledger file grown record by record with brokerd's own record builder, cut and grown
-again, as a test needs it: for the witness (gatewayd's and `bxctl audit verify`'s)."""
+again, as a test needs it: for the witness (gatewayd's and `bxctl audit verify`'s); and a whole
+chain's lines checked at once."""
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from pathlib import Path
 
 from bxcore.messages import LedgerHead
-from services.brokerd.core.records import GENESIS, build
+from services.brokerd.core.chain import ChainCheck, ChainReport
+from services.brokerd.core.records import GENESIS, Head, build
 
 
 class GrowingLedger:
@@ -39,3 +42,12 @@ class GrowingLedger:
         size = sum(len(line) + 1 for line in self.lines)
         last = hashlib.sha256(self.lines[-1]).hexdigest() if self.lines else GENESIS
         return LedgerHead(len(self.lines), last, size)
+
+
+def check_chain(lines: Iterable[bytes], *, witness: Head | None = None) -> ChainReport:
+    """The report of a whole chain's lines, checked as `bxctl audit verify` checks them."""
+    check = ChainCheck(witness)
+    for line in lines:
+        if check.feed(line) is None:
+            break
+    return check.report()

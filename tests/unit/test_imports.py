@@ -1,7 +1,9 @@
 """Who may import whom (issue 11), read from every module's imports, not from running them:
 brokerd's core imports only the core, `bxcore` and the standard library; no service imports
 another; `bxcore` imports no service; the toolkit, which runs alone in every sandbox, imports
-only the standard library and itself (tests/unit/toolkit/test_startup.py)."""
+only the standard library and itself (tests/unit/toolkit/test_startup.py); bxctl reaches a
+service only through its face (`services.brokerd.face`, `services.loopd.face`) and brokerd's
+pure core (issue 25)."""
 
 from __future__ import annotations
 
@@ -73,6 +75,23 @@ def test_no_service_imports_another(source: Path) -> None:
 def test_bxcore_imports_no_service_and_no_bxctl(source: Path) -> None:
     for name in imported(source):
         assert top(name) not in ("services", "bxctl"), f"bxcore/{source.name} imports {name}"
+
+
+#: What bxctl may import of the services: what it may do while they are not running.
+FACES = frozenset({"services.brokerd.face", "services.loopd.face"})
+
+
+@pytest.mark.parametrize("source", modules("bxctl"), ids=lambda p: p.name)
+def test_bxctl_reaches_a_service_only_through_its_face_and_brokerd_s_core(source: Path) -> None:
+    for name in imported(source):
+        if top(name) != "services":
+            continue
+        allowed = (
+            name in FACES
+            or name == "services.brokerd.core"
+            or name.startswith("services.brokerd.core.")
+        )
+        assert allowed, f"bxctl/{source.name} imports {name}: add it to the service's face"
 
 
 @pytest.mark.parametrize(

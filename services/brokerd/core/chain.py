@@ -5,8 +5,6 @@ owner saw (the witness), that the chain reaches it unchanged. Pure: no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from bxcore.frozen import frozen
 from services.brokerd.core.records import GENESIS, Head, Record, line_hash, parse_line
 
@@ -30,7 +28,10 @@ class ChainReport:
 
 
 class ChainCheck:
-    """Walks a chain one line at a time; stops taking lines at the first problem.
+    """Walks a chain one line at a time; stops taking lines at the first problem. Each line
+    (without newline) must be a canonical record, seq must run 1, 2, 3..., and prev must be the
+    previous line's hash: a change to line k is found at line k (the line is no record) or at
+    line k+1 (prev); a change to the last line only against a `witness` head.
 
     `witness` is a head seen earlier (by the owner, or by the ledger before a failure): the
     chain must hold a record at its seq with its hash, else it has been cut or rewritten.
@@ -93,14 +94,3 @@ class ChainCheck:
         if self.why is None and short is not None:
             return ChainReport(self.head.seq, self.head, None, short)
         return ChainReport(self.head.seq, self.head, self.bad_line, self.why)
-
-
-def check_chain(lines: Iterable[bytes], *, witness: Head | None = None) -> ChainReport:
-    """Checks each line (without newline) is a canonical record, seq runs 1, 2, 3..., and prev
-    is the previous line's hash. A change to line k is found at line k (the line is no record)
-    or at line k+1 (prev); a change to the last line only against a `witness` head."""
-    check = ChainCheck(witness)
-    for line in lines:
-        if check.feed(line) is None:
-            break
-    return check.report()

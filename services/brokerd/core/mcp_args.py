@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # imported when first used: a brokerd without [[mcp]] never pays for them
@@ -157,8 +156,3 @@ def _load(text: str) -> Any:
         return strict_json.loads(text)
     except strict_json.StrictJsonError as error:
         raise ArgsError.shape(str(error)) from None
-
-
-def arguments_of(found: Mapping[str, Any]) -> str:
-    """An argument object as the ledger and the server get it."""
-    return canonical(dict(found))

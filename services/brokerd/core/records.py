@@ -163,7 +163,6 @@ KINDS: Mapping[str, tuple[Field, ...]] = {
         Field("detail", _STR, False),
     ),
 }
-JOB_KINDS = ("job_started", "job_ended")
 #: Each kind's field names, and its fields as plain tuples (name, test, required, says),
 #: made once: a record is checked at every append.
 _KNOWN = {kind: frozenset(field.name for field in table) for kind, table in KINDS.items()}

@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from bxcore.frozen import frozen
+from bxcore.ids import descends
 from bxcore.roles import Role, role_of
 from bxcore.tools import BROKERED
 from services.brokerd.core.args import ToolArgs
@@ -28,18 +29,46 @@ from services.brokerd.core.owner_words import Words, links_in
 OWNER = "owner"
 CODE = "code"
 UNKNOWN = "unknown"
+UNTRUSTED = "untrusted: call "
 SHOWN = 200  # characters of a target value kept for the owner's card and `explain`
+
+
+@frozen
+class Seen:
+    """The call whose untrusted result a value first appeared in: of the session, or of a
+    sub-agent of it (`session`), and its tool where the ledger says."""
+
+    session: str
+    call: str
+    tool: str | None = None
+
+    def origin(self, session: str) -> str:
+        """`untrusted: call <id>`, `… of <sub-agent>` when it was a sub-agent's call."""
+        of = "" if self.session == session else f" of {self.session}"
+        return f"{UNTRUSTED}{self.call}{of}"
+
+
+def seen_in(origin: str, session: str) -> Seen | None:
+    """The call an origin `Seen.origin` wrote names (without its tool); None for any other."""
+    if not origin.startswith(UNTRUSTED):
+        return None
+    call, of, owner = origin[len(UNTRUSTED) :].rpartition(" of ")
+    if of and call and owner != session and descends(owner, session):
+        return Seen(owner, call)
+    return Seen(session, origin[len(UNTRUSTED) :])
 
 
 @frozen
 class Target:
     """One target value of a call: where it is in the arguments, the value (cut to `SHOWN`
     characters when shown), and where it came from: `owner`, `code` (never the owner's),
-    `untrusted: call <id>` (the first result of the session it appeared in) or `unknown`."""
+    `untrusted: call <id>` (the first result of the session it appeared in; `tool`, that
+    call's tool where known) or `unknown`."""
 
     at: str
     value: str | int | float | bool
     origin: str
+    tool: str | None = None
 
     @property
     def owner(self) -> bool:
@@ -49,8 +78,10 @@ class Target:
         return shown(self.value)
 
     def said(self) -> str:
-        """One line for `explain` and the card: `/to = "a@b.c": owner`."""
-        return f"{self.at} = {self.shown()}: {self.origin}"
+        """One line for `explain` and the card: `/to = "a@b.c": owner`, `…: untrusted: call
+        c4 (read_inbox)`."""
+        tool = "" if self.tool is None else f" ({self.tool})"
+        return f"{self.at} = {self.shown()}: {self.origin}{tool}"
 
 
 def shown(value: object) -> str:

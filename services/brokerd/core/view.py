@@ -165,12 +165,18 @@ def _between(outer: str, place: str) -> list[str]:
 
 def grant_warnings(grants: Sequence[Grant], own: OwnPlaces = NO_PLACES) -> list[str]:
     """What about valid grants the owner should know, one line each (`bxctl grant check`,
-    `bxctl status`): a grant over boxmaker's own places, which no tool sees whatever it says;
+    `bxctl status`, `bxctl grant add`): a grant of `/`; a grant over boxmaker's own places,
+    which no tool sees whatever it says;
     and grants of one path that disagree on its label, which is then the higher of them."""
     found: list[str] = []
     for grant in sorted(grants, key=lambda g: g.id):
         if grant.path is None:
             continue
+        if grant.path == "/" and grant.mode is not Mode.DENY:
+            found.append(
+                f"grant {grant.id} ({grant.tool} /) covers the whole file system: every file "
+                "the sandbox's user may read; name the folder it needs instead"
+            )
         covered = [place for place in own.closed if inside(grant.path, place)]
         if covered:
             found.append(

@@ -1,10 +1,10 @@
 """Who may use the console, request by request (SPEC §12.1). Pure: no I/O, time is given.
 
 - `host_problem`: the Host header must name the console itself (DNS rebinding): 421.
-- `mutation_problem`: a request that changes anything must be JSON, carry `X-BX-Console: 1`,
-  and come from the console's own origin when the browser says where it comes from: 403.
-- `Keys`: the owner token and the cookie made from it; both compared in constant time.
-- `LoginLimiter`: at most 10 failed logins a minute from one client address: 429.
+- `mutation_problem`: a request that changes anything must be JSON and come from the
+  console's own origin when the browser says where it comes from: 403.
+- `Keys`: the owner token, compared in constant time, and the secret the logins' table
+  (`services.gatewayd.console.logins`) keys its digests with.
 - `SECURITY_HEADERS`: on every response, errors and static files included.
 """
 
@@ -12,17 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections import deque
 from collections.abc import Mapping
 
-from bxcore.bounded import Bounded
-
 COOKIE = "bx_console"
+KEY_HEADER = "x-bx-console"
 MUTATING = frozenset({"POST", "PUT", "DELETE", "PATCH"})
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
-LOGIN_FAILURES = 10
-LOGIN_WINDOW_S = 60.0
-CLIENTS_KEPT = 4096
 
 SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
     (
@@ -80,8 +75,6 @@ def mutation_problem(
     media = headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if media != "application/json":
         return "a change must be sent as application/json"
-    if headers.get("x-bx-console") != "1":
-        return "a change must carry the header X-BX-Console: 1"
     origin = headers.get("origin")
     if origin is not None and origin not in own_origins(host, allowed_hosts):
         return f"a change may come only from the console's own page, not from {origin[:80]!r}"
@@ -89,41 +82,15 @@ def mutation_problem(
 
 
 class Keys:
-    """The owner token, and the cookie value the console gives for it: an HMAC of the token,
-    so the cookie is no token, lasts across gatewayd's restarts, and dies with the token."""
+    """The owner token, and a secret made from it (HMAC) for the logins' table: the table's
+    digests match nothing once the token is replaced, so every login dies with it."""
 
     def __init__(self, token: str) -> None:
         self._token = token.encode("ascii")
-        self.cookie = hmac.new(self._token, b"bx_console cookie v1", hashlib.sha256).hexdigest()
+        self.logins_secret = hmac.new(self._token, b"bx_console logins v1", hashlib.sha256).digest()
 
     def __repr__(self) -> str:
         return "Keys(<hidden>)"
 
     def token_matches(self, offered: str) -> bool:
         return hmac.compare_digest(offered.encode("utf-8", "replace"), self._token)
-
-    def cookie_matches(self, offered: str | None) -> bool:
-        return offered is not None and hmac.compare_digest(offered.encode(), self.cookie.encode())
-
-
-class LoginLimiter:
-    """Failed logins per client address, over a sliding minute; the oldest clients forgotten
-    first past `CLIENTS_KEPT`, so a flood of addresses cannot grow it without bound."""
-
-    def __init__(self) -> None:
-        self._failures: Bounded[str, deque[float]] = Bounded(CLIENTS_KEPT, recency=True)
-
-    def blocked(self, client: str, now: float) -> bool:
-        failures = self._failures.get(client)
-        if failures is None:
-            return False
-        while failures and failures[0] <= now - LOGIN_WINDOW_S:
-            failures.popleft()
-        return len(failures) >= LOGIN_FAILURES
-
-    def failed(self, client: str, now: float) -> None:
-        failures = self._failures.get(client)
-        if failures is None:
-            failures = deque(maxlen=LOGIN_FAILURES)
-            self._failures.put(client, failures)
-        failures.append(now)

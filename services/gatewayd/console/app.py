@@ -1,32 +1,32 @@
 """The console as an ASGI app (SPEC §12): the page's files, the JSON API, login and the live
-stream, behind the `Guard`. Built once by gatewayd from its `Backend`, `Feed` and `Keys`.
+stream, behind the `Guard`. Built once by gatewayd from its `Backend`, `Feed`, `Keys` and the
+file of its logins.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import FileResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from services.gatewayd.console import access
-from services.gatewayd.console.api import Backend, Refused, body, fail
+from services.gatewayd.console.api import Backend, Refused, fail
 from services.gatewayd.console.feed import Feed
 from services.gatewayd.console.guard import Guard
 from services.gatewayd.console.jobs_api import Jobs
+from services.gatewayd.console.login_routes import LoginRoutes
+from services.gatewayd.console.mcp_api import Mcp
 
 log = logging.getLogger("gatewayd")
 
 STATIC = Path(__file__).resolve().parent / "static"
 KEEPALIVE_S = 15.0
-COOKIE_MAX_AGE_S = 30 * 24 * 3600
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -48,22 +48,20 @@ class Console:
         self,
         backend: Backend,
         feed: Feed,
-        keys: access.Keys,
+        logins: LoginRoutes,
         *,
         port: int,
         allowed_hosts: tuple[str, ...],
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.backend = backend
         self.feed = feed
-        self.keys = keys
-        self.limiter = access.LoginLimiter()
-        self._clock = clock
+        self.logins = logins
         b = backend
         jobs = Jobs(backend)
+        mcp = Mcp(backend)
         api = [
-            ("/api/login", self.login, ["POST"]),
-            ("/api/logout", self.logout, ["POST"]),
+            ("/api/login", logins.login, ["POST"]),
+            ("/api/logout", logins.logout, ["POST"]),
             ("/api/events", self.events, ["GET"]),
             ("/api/sessions", b.sessions, ["GET"]),
             ("/api/tokens", b.tokens, ["GET"]),
@@ -82,6 +80,8 @@ class Console:
             ("/api/services", b.services, ["GET"]),
             ("/api/services/{name}/restart", b.restart, ["POST"]),
             ("/api/services/{name}/logs", b.logs, ["GET"]),
+            ("/api/mcp/{name}", mcp.tools, ["GET"]),
+            ("/api/mcp/{name}/trust", mcp.trust, ["POST"]),
             ("/api/jobs", jobs.jobs, ["GET"]),
             ("/api/jobs/{job}/run", jobs.run, ["POST"]),
             ("/api/jobs/{job}/enabled", jobs.enabled, ["POST"]),
@@ -94,41 +94,16 @@ class Console:
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ]
         starlette = Starlette(routes=routes, exception_handlers={404: _missing, 405: _method})
-        self.app = Guard(starlette, port=port, allowed_hosts=allowed_hosts, keys=keys)
+        self.app = Guard(
+            starlette,
+            port=port,
+            allowed_hosts=allowed_hosts,
+            logins=logins.logins,
+            now=logins.now,
+        )
 
     async def page(self, request: Request) -> Response:
         return FileResponse(STATIC / "index.html", media_type="text/html; charset=utf-8")
-
-    async def login(self, request: Request) -> Response:
-        """The token, once, in the body; a cookie made from it in return (§12.1)."""
-        client = request.client.host if request.client else "unknown"
-        now = self._clock()
-        if self.limiter.blocked(client, now):
-            return fail(429, "too many failed logins; wait a minute")
-        try:
-            token = (await body(request, {"token": str})).get("token", "")
-        except Refused as refused:
-            return fail(refused.status, str(refused))
-        if not self.keys.token_matches(token):
-            self.limiter.failed(client, now)
-            log.warning("a console login from %s failed: wrong token", client)
-            return fail(401, "that is not the console's token; run `bxctl console` for the link")
-        response = JSONResponse({"ok": True})
-        response.set_cookie(
-            access.COOKIE,
-            self.keys.cookie,
-            max_age=COOKIE_MAX_AGE_S,
-            path="/",
-            httponly=True,
-            samesite="strict",
-        )
-        log.info("the owner logged in to the console from %s", client)
-        return response
-
-    async def logout(self, request: Request) -> Response:
-        response = JSONResponse({"ok": True})
-        response.delete_cookie(access.COOKIE, path="/", httponly=True, samesite="strict")
-        return response
 
     async def events(self, request: Request) -> Response:
         start = self.feed.resume_from(request.headers.get("last-event-id"))

@@ -4,7 +4,8 @@ gets what it missed, or `reset` when that is gone (or gatewayd restarted meanwhi
 
 An event's id is `<boot>-<n>`: `boot` is new at each start of gatewayd, `n` counts from 1. Every
 open page waits on the same `anyio.Event`; nothing is queued per page, so fifty pages cost
-fifty waiting generators and no copies of the events.
+fifty waiting generators and no copies of the events. What is kept is counted as the memory it
+takes (`held`), at most `KEEP_BYTES`.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ import anyio
 
 from bxcore import wire
 from bxcore.messages import ApprovalRequested, ApprovalSettled, LedgerHead, TurnEvent
+from services.gatewayd.held import held
 
 KEEP_EVENTS = 4096
 KEEP_BYTES = 8 * 1024 * 1024
+SLOT = 8  # an item's place in the deque, beside the item itself (`held`)
 #: The names pages listen for, by the message that makes them.
 NAMES: dict[type, str] = {
     TurnEvent: "turn",
@@ -61,12 +64,13 @@ class Feed:
 
     def publish(self, name: str, data: bytes) -> None:
         self.last += 1
-        self._items.append(Item(self.last, name, data))
-        self._bytes += len(data)
+        item = Item(self.last, name, data)
+        self._items.append(item)
+        self._bytes += held(item) + SLOT
         while len(self._items) > self._keep or (
             self._bytes > self._keep_bytes and len(self._items) > 1
         ):
-            self._bytes -= len(self._items.popleft().data)
+            self._bytes -= held(self._items.popleft()) + SLOT
         self._changed.set()
         self._changed = anyio.Event()
 

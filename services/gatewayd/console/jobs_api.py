@@ -76,7 +76,7 @@ class Jobs:
             raise Refused(400, f"job {job_id} is invalid: {job.problem}")
         b = self.backend
         try:
-            started: JobRunStarted = await b.ask(b.loop, JobRun(rid(), job_id), JobRunStarted)
+            started: JobRunStarted = await b.ask(b.loop, JobRun(rid(), job_id))
         except Refused as refused:  # the job is there and valid: its last run is still going
             raise Refused(409 if refused.status == 400 else refused.status, str(refused)) from None
         return JSONResponse({"job": job_id, "session": started.session}, 202)
@@ -102,7 +102,7 @@ class Jobs:
     async def _known(self) -> set[str]:
         """The ids of the grants brokerd holds valid: a job naming any other is invalid."""
         b = self.backend
-        found: GrantList = await b.ask(b.admin, GrantsReload(rid()), GrantList)
+        found: GrantList = await b.ask(b.admin, GrantsReload(rid()))
         return {grant.id for grant in found.grants if grant.valid}
 
     async def _job(self, job_id: str, known: set[str]) -> Job | InvalidJob:
@@ -117,14 +117,14 @@ class Jobs:
         """The job's last runs from the ledger, oldest first (two records a run)."""
         b = self.backend
         query = JobHistoryQuery(rid(), job_id, 2 * LAST_RUNS)
-        found: AuditRecords = await b.ask(b.admin, query, AuditRecords)
+        found: AuditRecords = await b.ask(b.admin, query)
         return runs_of([json.loads(line) for line in found.records])
 
     async def _waiting(self) -> dict[str, list[str]]:
         """The pending approvals of each job's runs (sub-agents' included), by job."""
         b = self.backend
         answer = await b.gateway.pending_query(PendingQuery(rid()))
-        pending: PendingList = b.answer(answer, PendingList, "brokerd")
+        pending: PendingList = b.answer(answer)
         waiting: dict[str, list[str]] = defaultdict(list)
         for approval in pending.approvals:
             run = job_run_of(approval.session)

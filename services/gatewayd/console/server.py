@@ -1,7 +1,9 @@
 """The console's HTTP server (SPEC §12.1): uvicorn inside gatewayd's own event loop, on a socket
-gatewayd binds itself, so a port already taken is one line naming it and gatewayd does not
-start. uvicorn leaves signals, logging and the process to gatewayd: no signal handlers, no log
-config of its own, no access log (a request line is nobody's business but the owner's).
+gatewayd binds itself: on the configured port, or the next free one when it is taken (issue
+27, which stands over §12.1's "does not start"); when none is free, one line naming them, and
+gatewayd does not start. uvicorn leaves signals, logging and the process to gatewayd: no
+signal handlers, no log config of its own, no access log (a request line is nobody's business
+but the owner's).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from services.gatewayd.console.access import SECURITY_HEADERS
 log = logging.getLogger("gatewayd")
 
 GRACE_S = 1  # open streams are cut this long after gatewayd is told to stop
+PORTS_TRIED = 20  # the configured port and the next 19, the first free one taken
 
 
 class _Server(uvicorn.Server):
@@ -50,7 +53,29 @@ class _Protocol(H11Protocol):
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """A listening socket on `host`:`port`, or SetupError naming both and what to do."""
+    """A listening socket on `host`:`port`, or on the first free one of the next ports
+    (`PORTS_TRIED` in all) when that one is taken (issue 27: a second box, or another program,
+    holding it); SetupError naming the host, the ports and what to do when none can be had."""
+    last = min(port + PORTS_TRIED - 1, 65_535)
+    for each in range(port, last + 1):
+        listener = _listen(host, each)
+        if listener is not None:
+            if each != port:
+                log.warning(
+                    "the console's port %d on %s is taken (by another box or program): it "
+                    "listens on port %d instead ([console] port in config.toml)",
+                    port, visible(host), each,
+                )  # fmt: skip
+            return listener
+    ports = f"{port} to {last}" if last > port else str(port)
+    raise SetupError(
+        f"the console's ports {ports} on {host} are all taken by other programs; "
+        "stop one, or set [console] port in config.toml"
+    )
+
+
+def _listen(host: str, port: int) -> socket.socket | None:
+    """A listening socket on `host`:`port`; None when the port is taken; else SetupError."""
     where = f"{host}:{port}"
     try:
         family, kind, proto, _, address = socket.getaddrinfo(
@@ -62,14 +87,11 @@ def bind(host: str, port: int) -> socket.socket:
     try:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind(address)
-        listener.listen(128)
+        listener.listen(128)  # EADDRINUSE here too: another bound it at the same moment
     except OSError as error:
         listener.close()
         if error.errno == errno.EADDRINUSE:
-            raise SetupError(
-                f"the console's port {port} on {host} is taken by another program; "
-                "stop it, or set [console] port in config.toml"
-            ) from None
+            return None
         raise SetupError(f"the console cannot listen on {where}: {error.strerror}") from None
     listener.set_inheritable(False)
     return listener

@@ -33,18 +33,11 @@ class FakeClient(Client):
     """Answers every request `Done`, or raises Unreachable when `answers` is False."""
 
     def __init__(self, asked: list[Any], *, answers: bool = True) -> None:
-        self.endpoint, self.name, self.timeout, self.tries = (
-            "ipc:///x/memory.sock",
-            "memoryd",
-            5.0,
-            2,
-        )
+        self.endpoint, self.name = "ipc:///x/memory.sock", "memoryd"
         self.asked = asked
         self.answers = answers
 
-    async def request(
-        self, message: Any, *, timeout: float | None = None, tries: int | None = None
-    ) -> Any:
+    async def ask(self, message: Any, **_: Any) -> Any:
         self.asked.append(message)
         if not self.answers:
             raise Unreachable("memoryd did not answer")
@@ -105,14 +98,14 @@ async def test_a_supervisor_that_marks_memoryd_failed_between_tries_ends_the_wai
     asked: list[Any] = []
     say(tmp_path, "backoff")
     client = FakeClient(asked, answers=False)
-    original = client.request
+    original = client.ask
 
     async def first_try_then_failed(message: Any, **kw: Any) -> Any:
         say(tmp_path, "failed")  # the supervisor gives up on it while we wait
         time.sleep(0.01)  # a new mtime, whatever the file system's resolution
         return await original(message, **kw)
 
-    client.request = first_try_then_failed  # type: ignore[method-assign]
+    client.ask = first_try_then_failed  # type: ignore[method-assign]
     result = await Courier(SandboxConfig(), Host(None, "", "", ""), lambda: client, tmp_path).run(
         "s1", "c1", NOTE
     )

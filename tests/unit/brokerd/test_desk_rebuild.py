@@ -35,8 +35,9 @@ def test_a_pending_decision_without_its_grant_is_logged_and_the_others_are_rebui
 
     async def rebuilt() -> list[str]:
         nothing = SimpleNamespace()
+        book = SimpleNamespace(tool_of=lambda key: None)  # the ledger names no call's tool
         judge = SimpleNamespace(scope=lambda session: None)  # no job's run
-        desk = Desk(book=nothing, driver=nothing, judge=judge, publish=print, ttl_s=60.0)  # type: ignore[arg-type]
+        desk = Desk(book=book, driver=nothing, judge=judge, publish=print, ttl_s=60.0)  # type: ignore[arg-type]
         desk.rebuild([broken, pending("c2")], [])
         return [approval.call for approval in desk.approvals.pending()]
 

@@ -16,7 +16,7 @@ from bxcore.roles import Role, propose
 from services.brokerd.core.grants import Grant, McpKind, Mode
 from services.brokerd.core.owner_words import NO_WORDS, Words
 from services.brokerd.core.policy import Allowed, Ask, Denied, decide, redecide
-from services.brokerd.core.targets import CODE, OWNER, UNKNOWN, value_at
+from services.brokerd.core.targets import CODE, OWNER, UNKNOWN, Seen, Target, seen_in, value_at
 
 TRUSTED = Label(DataClass.PRIVATE, False)
 UNTRUSTED = Label(DataClass.PRIVATE, True)
@@ -191,6 +191,29 @@ def test_explain_says_each_target_and_why_the_owner_is_asked() -> None:
         "the session holds untrusted content and a target is not a value the owner gave, "
         "so the owner must approve this call"
     )
+
+
+@pytest.mark.parametrize(
+    ("seen", "origin"),
+    [
+        (Seen("chat-1", "call_4", "read_file"), "untrusted: call call_4"),
+        (Seen("sub-chat-1-2", "c1"), "untrusted: call c1 of sub-chat-1-2"),
+        (Seen("chat-1", "a of b"), "untrusted: call a of b"),  # a call id may say " of "
+    ],
+)
+def test_the_call_a_value_came_from_reads_back_from_its_origin(seen: Seen, origin: str) -> None:
+    assert seen.origin("chat-1") == origin
+    assert seen_in(origin, "chat-1") == Seen(seen.session, seen.call)
+
+
+def test_an_origin_that_names_no_call_reads_back_as_none() -> None:
+    assert seen_in("owner", "chat-1") is None and seen_in("unknown", "chat-1") is None
+
+
+def test_a_target_says_the_tool_of_the_call_it_came_from_when_known() -> None:
+    came = Target("/to", "m@evil.example", "untrusted: call c4", "mcp__mail__read_inbox")
+    assert came.said() == '/to = "m@evil.example": untrusted: call c4 (mcp__mail__read_inbox)'
+    assert Target("/to", "a@b.c", "owner").said() == '/to = "a@b.c": owner'
 
 
 def test_a_link_in_content_is_a_target_so_an_owners_recipient_does_not_carry_it() -> None:

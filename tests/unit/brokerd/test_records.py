@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from bxcore.labels import DataClass, Label
 from services.brokerd.core import records as r
-from services.brokerd.core.chain import ChainReport, check_chain
+from services.brokerd.core.chain import ChainReport
 from services.brokerd.core.records import GENESIS, Head, build, line_hash
+from tests.support.ledger_file import check_chain
 
 AT = "2026-11-30T02:34:30.123Z"
 PRIVATE = Label(DataClass.PRIVATE, False)

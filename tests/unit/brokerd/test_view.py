@@ -165,6 +165,8 @@ def test_grant_warnings_name_grants_over_the_home_and_grants_that_disagree() -> 
         g("inside", "/w/box/workspace"),
     ]
     assert grant_warnings(grants, HOME) == [
+        "grant all (shell /) covers the whole file system: every file the sandbox's user may "
+        "read; name the folder it needs instead",
         "grant all (shell /) covers boxmaker's own files (/w/box): no tool ever reaches "
         "them, but the workspace",
         "grant w-deny (read_file /w) covers boxmaker's own files (/w/box): no tool ever "

@@ -323,7 +323,10 @@ def test_a_value_out_of_bounds_or_not_allowed_is_named(text: str, message: str) 
         (b"[model\n", "config.toml: not valid TOML: "),
         (b"[model]\nstream = yes\n", "config.toml: not valid TOML: Invalid value (at line 2"),
         (b"[console]\nport = 1\nport = 2\n", "config.toml: not valid TOML: Cannot overwrite"),
-        (b"[console]\n[console]\n", "config.toml: not valid TOML: Cannot declare"),
+        (
+            b"[console]\n[console]\n",
+            "config.toml line 2: a second [console] table; the first is at line 1",
+        ),
         (b'[model]\nmodel = "\xff"\n', "config.toml: not UTF-8 (at byte 17)"),
         (b"\xc3(", "config.toml: not UTF-8 (at byte 0)"),
         (b"[model]\x00\n", "config.toml: contains a NUL byte (at byte 7)"),
@@ -456,3 +459,17 @@ def test_any_value_for_any_key_parses_or_is_one_config_error_line(
         assert len(str(error).splitlines()) == 1
     else:
         assert isinstance(config, Config)
+
+
+def test_a_second_model_table_appended_to_the_init_file_names_the_first_ones_line() -> None:
+    from bxcore.config import COMMENTED_CONFIG, ConfigError, parse_config
+
+    first = COMMENTED_CONFIG.split("\n").index("[model]") + 1
+    appended = COMMENTED_CONFIG + '\n[model]\nmodel = "qwen2.5:7b"\n'
+    again = appended.split("\n").index("[model]", first) + 1
+    with pytest.raises(ConfigError) as raised:
+        parse_config(appended.encode())
+    assert str(raised.value) == (
+        f"config.toml line {again}: a second [model] table; the first is at line {first}: "
+        "put its keys there, once each"
+    )

@@ -72,6 +72,8 @@ def test_entries_keep_the_files_order() -> None:
         ('[[mcp]]\nname = "x"\ncommand = ["s"]\nenv = { A = 1 }\n', "A: expected a string"),
         ('[[mcp]]\nname = "x"\ncommand = ["s"]\nidle_s = 0\n', '"x" idle_s: expected a number'),
         ('[[mcp]]\nname = "x"\ncommand = ["s"]\nper_session = 1\n', "expected a boolean"),
+        ('[[mcp]]\nname = "x"\ncommand = ["s"]\nstart_s = 0\n', '"x" start_s: expected a number'),
+        ('[[mcp]]\nname = "x"\ncommand = ["s"]\nstart_s = 601\n', "at most 600"),
         (
             '[[mcp]]\nname = "x"\ncommand = ["s"]\n[[mcp]]\nname = "x"\ncommand = ["t"]\n',
             '[[mcp]] "x" name: another [[mcp]] entry has this name',
@@ -90,3 +92,26 @@ def test_the_commented_config_shows_an_example_entry_that_parses() -> None:
     example = "\n".join(line.removeprefix("# ") for line in EXAMPLE.splitlines())
     (server,) = parse_config(example.encode()).mcp
     assert server.name == "git"
+
+
+def test_the_listing_limit_is_ten_seconds_unless_start_s_says_otherwise() -> None:
+    (default,) = parse_config(GIT.encode()).mcp
+    (slow,) = parse_config((GIT + "start_s = 45\n").encode()).mcp
+    assert (default.start_s, slow.start_s) == (10.0, 45.0)
+
+
+@pytest.mark.parametrize("npx", ["npx", "/usr/bin/npx", "uvx"])
+def test_an_npx_or_uvx_command_is_one_line_saying_what_to_run_instead(npx: str) -> None:
+    text = (
+        f'[[mcp]]\nname = "fs"\ncommand = ["{npx}", "-y", '
+        '"@modelcontextprotocol/server-filesystem", "/home/me/my notes"]\n'
+    )
+    with pytest.raises(ConfigError) as caught:
+        parse_config(text.encode())
+    said = str(caught.value)
+    assert len(said.splitlines()) == 1
+    assert said.startswith('config.toml: [[mcp]] "fs" command: ')
+    assert "its sandbox has no network" in said
+    added = "bxctl mcp add fs -- npx -y @modelcontextprotocol/server-filesystem '/home/me/my notes'"
+    assert f"`{added}`" in said.replace(npx, "npx")
+    assert f"command: {npx.rsplit('/', 1)[-1]} fetches the server at each start" in said

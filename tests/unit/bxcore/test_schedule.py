@@ -5,7 +5,7 @@ job."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bxcore.jobs import CatchUp, Cron, Every, Job, Timing
-from bxcore.schedule import MAX_COUNTED, ON_TIME, Due, due, next_run, next_runs
+from bxcore.schedule import MAX_COUNTED, ON_TIME, Due, due, next_runs
 
 BERLIN = ZoneInfo("Europe/Berlin")  # DST 2026: 03-29 02:00 -> 03:00, 10-25 03:00 -> 02:00
 NEW_YORK = ZoneInfo("America/New_York")
@@ -245,3 +245,9 @@ def test_a_run_is_for_a_slot_between_since_and_now_and_every_slot_is_accounted_f
         assert decided.missed >= 1
     assert accounted == min(len(slots), MAX_COUNTED) or len(slots) > MAX_COUNTED
     assert not (running and decided.run)
+
+
+def next_run(timing: Timing, zone: tzinfo, after: datetime) -> datetime | None:
+    """The first slot strictly after `after`, as `bxctl job list` finds it."""
+    found = next_runs(timing, zone, after, 1)
+    return found[0] if found else None

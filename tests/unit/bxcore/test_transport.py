@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
@@ -15,6 +16,7 @@ import zmq
 import zmq.asyncio
 
 from bxcore import curve, runlock, wire
+from bxcore.asking import Patience
 from bxcore.client import Client, ProtocolError, SyncClient, Unreachable
 from bxcore.labels import SESSION_DEFAULT
 from bxcore.messages import Error, ErrorCode, Ping, Pong, State, StateQuery
@@ -43,13 +45,17 @@ async def ctx() -> AsyncIterator[zmq.asyncio.Context]:
     context.destroy(linger=0)
 
 
+def waits(tries: int, timeout_s: float) -> Patience:
+    return Patience(tries, timeout_s, "a test's own")
+
+
 class Served:
     def __init__(self, ctx: zmq.asyncio.Context, endpoint: str) -> None:
         self.ctx = ctx
         self.endpoint = endpoint
 
     def client(self, **options: Any) -> Client:
-        return Client(self.ctx, self.endpoint, name="test server", **options)
+        return Client(self.ctx, self.endpoint, socket="broker", name="test server", **options)
 
     def raw(self) -> zmq.asyncio.Socket:
         socket = self.ctx.socket(zmq.DEALER)
@@ -84,7 +90,7 @@ async def test_ping_is_answered_with_a_pong_naming_the_service(
     ctx: zmq.asyncio.Context, short_tmp: Path
 ) -> None:
     async with serving(ctx, short_tmp) as served:
-        pong = await served.client().request(Ping("p1"))
+        pong = await served.client().ask(Ping("p1"))
     assert isinstance(pong, Pong)
     assert (pong.id, pong.service, pong.pid) == ("p1", "testd", os.getpid())
 
@@ -105,7 +111,7 @@ async def test_garbage_is_answered_where_an_id_can_be_read_and_the_next_request_
         answer = wire.decode(await raw.recv())
         assert (answer.id, answer.code) == ("g2", ErrorCode.BAD_MESSAGE)
         await raw.send_multipart([b"two", b"frames"])
-        good = await served.client().request(StateQuery("g3", "chat-1"))
+        good = await served.client().ask(StateQuery("g3", "chat-1"))
         assert good == State("g3", "chat-1", SESSION_DEFAULT)
         raw.close()
 
@@ -116,7 +122,7 @@ async def test_a_frame_over_four_mebibytes_is_refused_and_serving_goes_on(
     async with serving(ctx, short_tmp) as served:
         raw = served.raw()
         await raw.send(b"x" * (wire.MAX_MESSAGE + 1))
-        good = await served.client().request(StateQuery("h1", "chat-1"))
+        good = await served.client().ask(StateQuery("h1", "chat-1"))
         assert isinstance(good, State)
         raw.close()
 
@@ -134,7 +140,7 @@ async def test_a_client_that_vanishes_mid_request_does_not_stop_the_server(
         await anyio.sleep(0.05)
         raw.close()
         await anyio.sleep(0.3)  # the answer to the vanished client is dropped
-        good = await served.client().request(StateQuery("v2", "chat-1"))
+        good = await served.client().ask(StateQuery("v2", "chat-1"))
         assert isinstance(good, State)
 
 
@@ -148,9 +154,9 @@ async def test_a_handler_that_fails_is_answered_internal_and_serving_goes_on(
 
     async with serving(ctx, short_tmp, broken) as served:
         client = served.client()
-        failed = await client.request(StateQuery("f1", "boom"))
+        failed = await client.ask(StateQuery("f1", "boom"))
         assert isinstance(failed, Error) and failed.code == ErrorCode.INTERNAL
-        assert isinstance(await client.request(StateQuery("f2", "chat-1")), State)
+        assert isinstance(await client.ask(StateQuery("f2", "chat-1")), State)
 
 
 async def test_the_client_retries_with_a_fresh_socket_until_the_server_answers(
@@ -165,8 +171,8 @@ async def test_the_client_retries_with_a_fresh_socket_until_the_server_answers(
         return await echo_state(message)
 
     async with serving(ctx, short_tmp, forgetful) as served:
-        client = served.client(timeout=0.2, tries=3)
-        answer = await client.request(StateQuery("l1", "chat-1"))
+        client = served.client()
+        answer = await client.ask(StateQuery("l1", "chat-1"), patience=waits(3, 0.2))
     assert answer == State("l1", "chat-1", SESSION_DEFAULT)
     assert seen == ["l1", "l1"]
 
@@ -175,9 +181,9 @@ async def test_a_server_that_never_answers_is_unreachable_after_the_tries(
     ctx: zmq.asyncio.Context, short_tmp: Path
 ) -> None:
     nobody = f"ipc://{short_tmp}/nobody.sock"
-    async with Client(ctx, nobody, name="nobody", timeout=0.1, tries=2) as client:
+    async with Client(ctx, nobody, socket="broker", name="nobody") as client:
         with pytest.raises(Unreachable, match=r"nobody did not answer .*\(2 tries"):
-            await client.request(Ping("u1"))
+            await client.ask(Ping("u1"), patience=waits(2, 0.1))
         assert not client.connected, "a socket that saw no answer is not kept"
 
 
@@ -204,20 +210,16 @@ async def test_curve_lets_in_exactly_the_allowed_keys(
     try:
         secure = lambda socket: curve.serve_curve(socket, server, "admin")  # noqa: E731
         async with serving(ctx, short_tmp, secure=secure) as served:
-            as_owner = served.client(
-                secure=lambda s: curve.connect_curve(s, owner, server.public), timeout=0.5
-            )
-            assert isinstance(await as_owner.request(Ping("c1")), Pong)
+            as_owner = served.client(secure=lambda s: curve.connect_curve(s, owner, server.public))
+            assert isinstance(await as_owner.ask(Ping("c1"), patience=waits(3, 0.5)), Pong)
             as_stranger = served.client(
-                secure=lambda s: curve.connect_curve(s, stranger, server.public),
-                timeout=0.3,
-                tries=1,
+                secure=lambda s: curve.connect_curve(s, stranger, server.public)
             )
             with pytest.raises(Unreachable):
-                await as_stranger.request(Ping("c2"))
-            plain = served.client(timeout=0.3, tries=1)
+                await as_stranger.ask(Ping("c2"), patience=waits(1, 0.3))
+            plain = served.client()
             with pytest.raises(Unreachable):
-                await plain.request(Ping("c3"))
+                await plain.ask(Ping("c3"), patience=waits(1, 0.3))
             for client in (as_owner, as_stranger, plain):
                 client.close()
     finally:
@@ -275,18 +277,18 @@ async def test_a_socket_not_ready_answers_ping_at_once_and_holds_the_rest_until_
     """brokerd's sockets while the ledger loads: alive to the supervisor, answering once loaded."""
     ready = anyio.Event()
     async with serving(ctx, short_tmp, ready=ready) as served, served.client() as client:
-        assert isinstance(await client.request(Ping("p1"), timeout=1.0, tries=1), Pong)
+        assert isinstance(await client.ask(Ping("p1"), patience=waits(1, 1.0)), Pong)
         with pytest.raises(Unreachable):
-            await client.request(StateQuery("h1", "s"), timeout=0.2, tries=1)
+            await client.ask(StateQuery("h1", "s"), patience=waits(1, 0.2))
         ready.set()
-        assert await client.request(StateQuery("h2", "s")) == State("h2", "s", SESSION_DEFAULT)
+        assert await client.ask(StateQuery("h2", "s")) == State("h2", "s", SESSION_DEFAULT)
 
 
 # --- the blocking client, against the same router ---------------------------------------------
 
 
 def sync_client(served: Served, **options: Any) -> SyncClient:
-    return SyncClient(served.endpoint, name="test server", **options)
+    return SyncClient(served.endpoint, socket="broker", name="test server", **options)
 
 
 async def test_the_sync_client_skips_an_answer_to_another_request_and_tries_again(
@@ -300,16 +302,17 @@ async def test_the_sync_client_skips_an_answer_to_another_request_and_tries_agai
         return State(answer_id, message.session, SESSION_DEFAULT)
 
     async with serving(ctx, short_tmp, confused) as served:
-        with sync_client(served, timeout=0.2, tries=3) as client:
-            answer = await anyio.to_thread.run_sync(client.request, StateQuery("s1", "chat-1"))
+        with sync_client(served) as client:
+            ask = functools.partial(client.ask, patience=waits(3, 0.2))
+            answer = await anyio.to_thread.run_sync(ask, StateQuery("s1", "chat-1"))
     assert answer == State("s1", "chat-1", SESSION_DEFAULT)
     assert seen == ["s1", "s1"]
 
 
 def test_the_sync_client_is_unreachable_after_its_tries(short_tmp: Path) -> None:
-    with SyncClient(f"ipc://{short_tmp}/nobody.sock", name="nobody", timeout=0.1, tries=2) as c:
+    with SyncClient(f"ipc://{short_tmp}/nobody.sock", socket="broker", name="nobody") as c:
         with pytest.raises(Unreachable, match=r"nobody did not answer .*\(2 tries, 0.1 s each\)"):
-            c.request(Ping("u1"))
+            c.ask(Ping("u1"), patience=waits(2, 0.1))
         assert not c.connected
 
 
@@ -327,9 +330,10 @@ def silent_server(short_tmp: Path) -> Iterator[str]:
 
 def test_on_silence_is_called_once_when_the_first_try_waited_that_long(silent_server: str) -> None:
     calls: list[float] = []
-    client = SyncClient(silent_server, name="silent", timeout=0.2, tries=2)
+    client = SyncClient(silent_server, socket="broker", name="silent")
     with client, pytest.raises(Unreachable):
-        client.request(Ping("q1"), on_silence=lambda: calls.append(1.0), silence_s=0.05)
+        silent = lambda: calls.append(1.0)  # noqa: E731
+        client.ask(Ping("q1"), patience=waits(2, 0.2), on_silence=silent, silence_s=0.05)
     assert len(calls) == 1
 
 
@@ -341,9 +345,9 @@ def test_on_silence_may_give_up_at_once(silent_server: str) -> None:
         raise Down
 
     started = time.monotonic()
-    with SyncClient(silent_server, name="silent", timeout=5.0, tries=3) as client:
+    with SyncClient(silent_server, socket="broker", name="silent") as client:
         with pytest.raises(Down):
-            client.request(Ping("q1"), on_silence=down, silence_s=0.05)
+            client.ask(Ping("q1"), patience=waits(3, 5.0), on_silence=down, silence_s=0.05)
         assert not client.connected, "given up: the socket is closed"
     assert time.monotonic() - started < 2.0
 
@@ -362,9 +366,9 @@ def test_an_answer_that_does_not_decode_is_a_protocol_error(short_tmp: Path) -> 
     thread = threading.Thread(target=garble, daemon=True)
     thread.start()
     try:
-        client = SyncClient(endpoint, name="garbled", timeout=5.0, tries=1)
+        client = SyncClient(endpoint, socket="broker", name="garbled")
         with client, pytest.raises(ProtocolError, match=r"^garbled answered with a bad message: "):
-            client.request(Ping("b1"))
+            client.ask(Ping("b1"), patience=waits(1, 5.0))
     finally:
         thread.join(5)
         context.destroy(linger=0)

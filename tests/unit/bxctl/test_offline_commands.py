@@ -236,3 +236,21 @@ def test_a_broken_home_option_is_one_line_and_exit_2_for_usage(short_tmp: Path) 
     result = bxctl(blocked, "init")
     assert result.returncode == 1
     assert result.stderr.startswith("bxctl: ") and result.stderr.count("\n") == 1
+
+
+def test_grant_add_warns_at_once_of_a_grant_of_the_whole_file_system(home: Path) -> None:
+    added = bxctl(home, "grant", "add", "everything", "--tool", "read_file", "--path", "/")
+    assert added.returncode == 0, added.stderr
+    lines = added.stdout.splitlines()
+    assert lines[0] == "added everything: allow read_file /"
+    assert lines[1].startswith("warning: grant everything (read_file /) covers the whole file")
+    assert any("covers boxmaker's own files" in line for line in lines[2:]), lines
+    quiet = bxctl(home, "grant", "add", "notes", "--tool", "read_file", "--path", "/srv/notes")
+    assert quiet.stdout == "added notes: allow read_file /srv/notes\n"
+
+
+def test_grant_remove_is_grant_rm_as_the_console_names_it(home: Path) -> None:
+    assert bxctl(home, "grant", "add", "notes", "--tool", "memory").returncode == 0
+    removed = bxctl(home, "grant", "remove", "notes")
+    assert (removed.returncode, removed.stdout) == (0, "removed notes\n")
+    assert not (home / "grants" / "notes.toml").exists()

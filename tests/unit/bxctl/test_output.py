@@ -103,3 +103,20 @@ def test_json_for_scripts_writes_every_hidden_character_as_a_json_escape(
     assert "\\u202e\\u2066;\\u0301 rm \\udb40\\udc41 \\u009b2J é\u0301 ⚠\ufe0f" in printed
     assert "\\u200bk" in printed
     assert visible(printed, newlines=True) == printed  # nothing hidden reaches the terminal
+
+
+@pytest.mark.parametrize(
+    ("argv0", "on_path", "cwd", "shown"),
+    [
+        ("/src/box/.venv/bin/bxctl", "/src/box/.venv/bin/bxctl", "/src/box", "bxctl"),
+        ("/src/box/.venv/bin/bxctl", "", "/src/box", ".venv/bin/bxctl"),
+        ("/src/box/.venv/bin/bxctl", "/usr/bin/bxctl", "/src/box", ".venv/bin/bxctl"),
+        ("/src/box/bxctl", "", "/src/box", "./bxctl"),
+        ("/src/box/.venv/bin/bxctl", "", "/home/me", "/src/box/.venv/bin/bxctl"),
+        ("/src/box/bxctl/__main__.py", "", "/src/box", "bxctl"),  # python -m bxctl
+    ],
+)
+def test_the_commands_bxctl_suggests_name_it_as_the_owners_shell_finds_it(
+    argv0: str, on_path: str, cwd: str, shown: str
+) -> None:
+    assert output.invocation(argv0, on_path, cwd) == shown

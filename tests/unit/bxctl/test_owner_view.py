@@ -22,6 +22,7 @@ from bxcore.messages import (
     EndReason,
     Event,
     Settled,
+    TargetInfo,
     ToolCalled,
     ToolDenied,
     ToolDone,
@@ -92,6 +93,26 @@ def test_pieces_keep_every_character_in_order(line: str, width: int) -> None:
     parts = pieces(line, width)
     assert "".join(parts) == line
     assert all(columns(part) <= width or len(part) == 1 for part in parts)
+
+
+def test_the_agents_text_wraps_between_words_and_a_word_longer_than_a_row_is_cut() -> None:
+    text = "The notes say the meeting moved to Thursday afternoon " + "x" * 30
+    assert agent_lines([text], 30) == [
+        "agent│ The notes say the",  # the gutter takes 8 columns (│ may be drawn wide)
+        "agent│ meeting moved to",
+        "agent│ Thursday afternoon",
+        "agent│ " + "x" * 22,
+        "agent│ " + "x" * 8,
+    ]
+
+
+@given(st.text(alphabet="ab \u4e2d", max_size=80), st.integers(min_value=1, max_value=30))
+def test_wrapping_between_words_keeps_every_character_but_the_spaces_it_breaks_at(
+    line: str, width: int
+) -> None:
+    parts = pieces(line, width, words=True)
+    assert all(columns(part) <= width or len(part) == 1 for part in parts)
+    assert "".join(parts).replace(" ", "") == line.replace(" ", "")
 
 
 def test_wide_and_ambiguous_characters_count_two_columns() -> None:
@@ -246,3 +267,30 @@ def test_a_write_card_shows_what_it_would_change_as_text() -> None:
         "shown escaped: escape (U+001B), bell (U+0007).",
     ]
     assert "  would change:" not in approval_card(card(arguments), 0)
+
+
+def test_a_card_that_asks_because_untrusted_says_where_each_target_came_from() -> None:
+    mail = {"to": "mallory@evil.example", "cc": ["alice@example.com"], "body": "hi"}
+    info = replace(
+        card(json.dumps(mail)),
+        tool="mcp__mail__send_email",
+        why=AskWhy.UNTRUSTED,
+        targets=(
+            TargetInfo("/cc/0", '"alice@example.com"', "owner"),
+            TargetInfo("/to", '"mallory@evil.example"', "untrusted: call c4", "mcp__mail__read"),
+            TargetInfo("/x", '"ev\u202eil"', "unknown"),
+        ),
+    )
+    lines = approval_card(info, 0)
+    at = lines.index("  targets (where each value came from):")
+    assert lines[at + 1 : at + 4] == [
+        '    /to = "mallory@evil.example": NOT FROM YOU: first seen in the result of call c4 '
+        "(mcp__mail__read)",
+        '    /x = "ev\\u202eil": NOT FROM YOU: in no result the box still holds',
+        '    /cc/0 = "alice@example.com": from your message',
+    ]
+    job = replace(info, job="job morning's run 3", targets=info.targets[:1])
+    assert '    /cc/0 = "alice@example.com": from the job\'s prompt' in approval_card(job, 0)
+    shell = replace(info, targets=(TargetInfo("/command", '"ls"', "code"),))
+    assert '    /command = "ls": code, never taken as yours' in approval_card(shell, 0)
+    assert not any("targets" in line for line in approval_card(card("{}"), 0))

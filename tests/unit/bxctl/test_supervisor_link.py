@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from bxcore.asking import Patience
 from bxcore.messages import ServiceInfo, ServiceState, SupervisorStatus
 from bxctl.supervisor_link import NoAnswer, ask, down, explain
 
@@ -58,4 +59,4 @@ def test_a_supervisor_that_does_not_answer_is_one_line_naming_its_endpoint(short
     endpoint = f"ipc://{short_tmp}/supervisor.sock"
     line = f"the supervisor did not answer at {endpoint} in 0.1 s"
     with pytest.raises(NoAnswer, match=f"^{re.escape(line)}$"):
-        ask(endpoint, SupervisorStatus("s1"), 0.1)
+        ask(endpoint, SupervisorStatus("s1"), Patience(1, 0.1, "a test"))

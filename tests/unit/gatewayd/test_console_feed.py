@@ -22,7 +22,8 @@ from bxcore.messages import (
     TurnEnd,
     TurnEvent,
 )
-from services.gatewayd.console.feed import KEEP_BYTES, KEEP_EVENTS, Feed, Item
+from services.gatewayd.console.feed import KEEP_BYTES, KEEP_EVENTS, SLOT, Feed, Item
+from services.gatewayd.held import held
 
 HASH = "0" * 64
 
@@ -192,15 +193,21 @@ def test_past_the_kept_count_the_oldest_events_are_dropped() -> None:
     assert feed.last == 250
 
 
+def cost(item: Item) -> int:
+    """What an item takes in memory, as the feed counts it."""
+    return held(item) + SLOT
+
+
 def test_past_the_kept_bytes_the_oldest_events_are_dropped() -> None:
-    feed = Feed(keep=1000, keep_bytes=100)
-    fill(feed, 12, size=10)  # 120 bytes published: the two oldest go
+    one = cost(Item(1, "turn", b"x" * 10))  # ~140 bytes: 10 of them, and the item around them
+    feed = Feed(keep=1000, keep_bytes=10 * one)
+    fill(feed, 12, size=10)  # 12 of them published: the two oldest go
     assert numbers(feed.after(0)) == list(range(3, 13))
-    assert sum(len(item.data) for item in feed.after(0)) == 100
-    feed.publish("turn", b"x" * 55)  # 155 bytes now: 6 more of 10 go
-    assert numbers(feed.after(0)) == [*range(9, 13), 13]
-    assert feed.resume_from(feed.event_id(7)) is None
-    assert feed.resume_from(feed.event_id(8)) == 8
+    assert sum(cost(item) for item in feed.after(0)) == 10 * one
+    feed.publish("turn", b"x" * (10 + one))  # as much as two more: two more go
+    assert numbers(feed.after(0)) == [*range(5, 13), 13]
+    assert feed.resume_from(feed.event_id(3)) is None
+    assert feed.resume_from(feed.event_id(4)) == 4
 
 
 def test_one_event_larger_than_the_kept_bytes_is_still_kept_alone() -> None:
@@ -214,7 +221,7 @@ def test_one_event_larger_than_the_kept_bytes_is_still_kept_alone() -> None:
 
 @given(
     keep=st.integers(1, 20),
-    keep_bytes=st.integers(1, 200),
+    keep_bytes=st.integers(1, 2000),
     sizes=st.lists(st.integers(0, 60), max_size=60),
     seen=st.integers(0, 70),
 )
@@ -228,7 +235,7 @@ def test_a_resume_is_either_exactly_what_was_missed_or_a_reset(
     assert 0 < len(kept) <= keep if sizes else kept == []
     assert numbers(kept) == list(range(feed.last - len(kept) + 1, feed.last + 1))
     if len(kept) > 1:
-        assert sum(len(item.data) for item in kept) <= keep_bytes
+        assert sum(cost(item) for item in kept) <= keep_bytes
     start = feed.resume_from(feed.event_id(seen))
     if start is None:
         gone = bool(kept) and seen < kept[0].n - 1

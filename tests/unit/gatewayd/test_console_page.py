@@ -12,6 +12,7 @@ import pytest
 from bxcore.deny import DenyReason, denial_clause
 from bxcore.shown_arguments import MOST_DEPTH, MOST_NAMED, RUN
 from bxcore.visible import MARKS, NAMES
+from bxctl.owner_view import ORIGINS_SAID
 from services.gatewayd.console.app import STATIC
 
 FILES = sorted(p for p in STATIC.rglob("*") if p.is_file())
@@ -51,6 +52,13 @@ def test_the_denial_sentences_are_bxcores() -> None:
     block = source.split("export const DENIALS = {", 1)[1].split("};", 1)[0]
     table = dict(re.findall(r'^\s+(\w+): "([^"]*)",$', block, re.M))
     assert table == {reason.value: denial_clause(reason) for reason in DenyReason}
+
+
+def test_the_target_provenance_sentences_are_bxctls() -> None:
+    source = (STATIC / "js" / "targets.js").read_text(encoding="utf-8")
+    block = source.split("export const ORIGINS_SAID = {", 1)[1].split("};", 1)[0]
+    table = dict(re.findall(r'^\s+(\w+): "([^"]*)",$', block, re.M))
+    assert table == ORIGINS_SAID
 
 
 def test_every_control_spec_names_is_on_the_page_or_made_by_its_scripts() -> None:

@@ -33,7 +33,7 @@ pytestmark = pytest.mark.anyio
 
 
 class Loop:
-    async def request(self, message: Any, **_: Any) -> Any:
+    async def ask(self, message: Any, **_: Any) -> Any:
         if isinstance(message, Cancel):
             return Cancelled(message.id, message.session, 1)
         assert isinstance(message, OwnerMessage)
@@ -44,7 +44,7 @@ class Admin:
     def __init__(self) -> None:
         self.verdicts: list[VerdictRequest] = []
 
-    async def request(self, message: Any, **_: Any) -> Any:
+    async def ask(self, message: Any, **_: Any) -> Any:
         if isinstance(message, PendingQuery):
             return PendingList(message.id, ())
         assert isinstance(message, VerdictRequest)

@@ -9,7 +9,8 @@ import pytest
 from bxcore import wire
 from bxcore.messages import OwnerSaid, TurnEvent
 from services.gatewayd import window as window_module
-from services.gatewayd.window import Took, Window, Windows
+from services.gatewayd.held import held
+from services.gatewayd.window import ENTRY, Took, Window, Windows
 
 
 def said(seq: int, text: str = "hi", session: str = "s") -> TurnEvent:
@@ -80,7 +81,7 @@ def test_past_its_bytes_the_oldest_are_dropped_but_the_newest_is_always_held(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     big = said(1, "x" * 1000)
-    monkeypatch.setattr(window_module, "MAX_BYTES", len(wire.encode(big)) + 10)
+    monkeypatch.setattr(window_module, "MAX_BYTES", held(big) + ENTRY + 10)
     window = Window("s")
     window.take(big)
     window.take(said(2, "y" * 1000))
@@ -101,3 +102,38 @@ def test_windows_keep_the_sessions_used_lately_and_all_turn_stale_after_a_reconn
     assert windows.get("b") is not b  # dropped; a fresh window knows nothing
     windows.all_stale()
     assert a.stale
+
+
+def test_a_window_counts_what_its_events_take_in_memory_not_their_json() -> None:
+    window = Window("s")
+    cut = said(1, "x" * 10_000 + "[… 5 more characters cut]")  # "…": 2 bytes a character
+    window.take(cut)
+    assert window.held == held(cut) + ENTRY
+    assert window.held > 2 * len(wire.encode(cut))
+
+
+def test_past_the_budget_of_all_windows_the_least_recently_used_others_are_dropped() -> None:
+    one = held(said(1, "x" * 1000)) + ENTRY
+    windows = Windows(limit=10, budget=3 * one)
+    for session in "abc":
+        window = windows.get(session)
+        window.take(said(1, "x" * 1000, session))
+        windows.trim(window)
+    assert windows.held == 3 * one
+    windows.get("a")  # used now: b is the least recent
+    d = windows.get("d")
+    d.take(said(1, "x" * 1000, "d"))
+    windows.trim(d)
+    assert windows.held == 3 * one
+    assert windows.get("b").last is None  # dropped; a fresh window knows nothing
+    assert windows.get("d") is d
+
+
+def test_one_window_over_the_budget_of_all_is_kept_alone() -> None:
+    windows = Windows(limit=10, budget=100)
+    other = windows.get("other")
+    other.take(said(1, session="other"))
+    window = windows.get("s")
+    window.take(said(1, "y" * 5000))
+    windows.trim(window)
+    assert windows.get("s") is window and windows.held == window.held

@@ -43,6 +43,7 @@ from services.loopd.history_write import HistoryUnwritable
 from services.loopd.model import Assistant, Message, Offer, Reply, ToolCall, ToolResult, User
 from services.loopd.sessions import Sessions
 from services.loopd.turn import Turns
+from tests.support.history import Recorded
 
 READ = '{"path":"/w/a.md"}'
 
@@ -65,7 +66,7 @@ class Disk:
 
 
 def written(path: Path, disk: Disk) -> SessionLog:
-    log = SessionLog("s", path, write=disk)
+    log = Recorded("s", path, write=disk)
     log.event(1, OwnerSaid("first"))
     log.append(ModelReply(1, "one", ()))
     log.event(1, TurnEnd(EndReason.DONE))
@@ -92,11 +93,11 @@ def test_a_record_the_disk_has_no_room_for_leaves_the_file_as_it_was_and_the_nex
     assert raised.value.room
     assert raised.value.why.startswith(f"the disk holding {tmp_path} is full (")
     assert path.read_bytes() == before
-    assert len(log.records) == 3 and log.size == len(before) and not log.owing
+    assert len(log.taken) == 3 and log.size == len(before) and not log.owing
     disk.room = None
     log.event(2, OwnerSaid("second"))
-    assert every_line_reads(path) == log.records
-    assert SessionLog.load("s", path).records == log.records
+    assert every_line_reads(path) == log.taken
+    assert Recorded.load("s", path).taken == log.taken
 
 
 def test_a_write_cut_short_is_carried_on_until_the_record_is_whole(tmp_path: Path) -> None:
@@ -108,7 +109,7 @@ def test_a_write_cut_short_is_carried_on_until_the_record_is_whole(tmp_path: Pat
     log = written(path, Disk())
     log.write = seven_at_a_time
     log.append(ModelReply(2, "a longer answer than seven bytes", ()))
-    assert every_line_reads(path) == log.records
+    assert every_line_reads(path) == log.taken
     assert log.size == path.stat().st_size
 
 
@@ -136,7 +137,7 @@ def test_an_end_the_disk_kept_out_is_remembered_at_once_and_written_before_the_n
     error = log.event(2, TurnError("the disk is full"), owe=True)
     end = log.event(2, TurnEnd(EndReason.ERROR), owe=True)
     assert path.read_bytes() == before
-    assert log.owing and log.unfinished() == [] and log.records[-2:] == [error, end]
+    assert log.owing and log.unfinished() == [] and log.taken[-2:] == [error, end]
     assert (error.seq, end.seq) == (4, 5)
     with pytest.raises(HistoryUnwritable):  # still no room: neither is written
         log.event(3, OwnerSaid("third"))
@@ -144,15 +145,15 @@ def test_an_end_the_disk_kept_out_is_remembered_at_once_and_written_before_the_n
     disk.room = None
     log.event(3, OwnerSaid("third"))
     assert not log.owing
-    assert every_line_reads(path) == log.records
-    loaded = SessionLog.load("s", path)
-    assert loaded.records == log.records and loaded.ended == {1, 2}
+    assert every_line_reads(path) == log.taken
+    loaded = Recorded.load("s", path)
+    assert loaded.taken == log.taken and loaded.ended(1) and loaded.ended(2)
 
 
 def glued(path: Path) -> None:
     """What a full disk left before issue 28: turn 12's answer torn, its owner message glued
     onto it, then the turn's end (the merged line cannot be read)."""
-    log = SessionLog("big", path)
+    log = Recorded("big", path)
     for turn in range(1, 12):
         log.event(turn, OwnerSaid(f"message {turn}"))
         log.event(turn, TurnEnd(EndReason.DONE))
@@ -168,8 +169,8 @@ def test_the_next_turn_is_past_every_turn_the_history_holds_even_one_in_a_line_t
 ) -> None:
     path = tmp_path / "big.jsonl"
     glued(path)
-    loaded = SessionLog.load("big", path)
-    assert max(loaded.owner_text) == 11 and 12 in loaded.ended  # the message itself is lost
+    loaded = Recorded.load("big", path)
+    assert max(loaded.owner_text) == 11 and loaded.ended(12)  # the message itself is lost
     assert loaded.next_turn == 13
     record = loaded.event(loaded.next_turn, OwnerSaid("message 13"))
     assert record.seq == 25  # past the lost line's event too
@@ -184,7 +185,7 @@ def test_a_message_never_takes_the_number_of_a_turn_that_has_ended(tmp_path: Pat
             1,
         ):
             file.write(encode(TurnEvent("s", turn, seq, event)) + b"\n")
-    loaded = SessionLog.load("s", path)
+    loaded = Recorded.load("s", path)
     assert loaded.turns == 1 and loaded.next_turn == 3
 
 
@@ -215,7 +216,7 @@ class Broker:
     def __init__(self, fills: Disk | None = None) -> None:
         self.fills = fills
 
-    async def request(self, message: Any, **_: Any) -> Any:
+    async def ask(self, message: Any, **_: Any) -> Any:
         if isinstance(message, ToolsQuery):
             return Tools(message.id, ())
         if isinstance(message, OwnerWords):
@@ -259,7 +260,7 @@ async def test_a_turn_whose_history_fills_the_disk_ends_with_the_disk_error_then
         session.event(session.next_turn, OwnerSaid("again"))
         assert await turns.run(session, 2) == "read: the text"
     records = every_line_reads(path)
-    assert records == SessionLog.load("s", path).records
+    assert records == Recorded.load("s", path).taken
     assert [r.event for r in records if isinstance(r, TurnEvent) and r.turn == 1] == [
         OwnerSaid("read it"),
         *shown,

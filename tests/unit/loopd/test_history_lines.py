@@ -18,10 +18,11 @@ from services.loopd.history import (
     encode,
 )
 from services.loopd.history_scan import read_events
+from tests.support.history import Recorded
 
 
 def written(path: Path) -> SessionLog:
-    log = SessionLog("s", path)
+    log = Recorded("s", path)
     log.event(1, OwnerSaid("first"))
     log.append(ModelReply(1, "one", ()))
     log.event(1, TurnEnd(EndReason.DONE))
@@ -36,7 +37,7 @@ def test_a_reply_too_large_to_read_back_is_refused_and_nothing_is_written(tmp_pa
     with pytest.raises(RecordTooLarge, match="the model's answer is too large to keep"):
         log.append(huge)
     assert path.read_bytes() == before
-    assert len(log.records) == 3
+    assert len(log.taken) == 3
 
 
 def test_the_largest_line_appended_is_read_back(tmp_path: Path) -> None:
@@ -45,7 +46,7 @@ def test_the_largest_line_appended_is_read_back(tmp_path: Path) -> None:
     empty = len(encode(ModelReply(2, "", ())))
     log.append(ModelReply(2, "y" * (MAX_LINE - empty), ()))
     assert MAX_LINE == wire.MAX_MESSAGE
-    assert SessionLog.load("s", path).records == log.records
+    assert Recorded.load("s", path).taken == log.taken
 
 
 def test_a_bad_line_in_the_middle_is_passed_over_and_every_later_line_kept(
@@ -56,10 +57,10 @@ def test_a_bad_line_in_the_middle_is_passed_over_and_every_later_line_kept(
     with open(path, "ab") as file:
         file.write(b'{"type":"model_reply","turn":2,"text":"' + b"z" * (MAX_LINE + 10) + b'"}\n')
         file.write(b"not json at all\n")
-    later = SessionLog.load("s", path)
+    later = Recorded.load("s", path)
     later.event(2, OwnerSaid("second"))
     size = path.stat().st_size
-    loaded = SessionLog.load("s", path)
+    loaded = Recorded.load("s", path)
     assert path.stat().st_size == size  # nothing cut
     assert loaded.owner_text == {1: "first", 2: "second"}
     assert [e.event for e, _ in read_events(path)][-1] == OwnerSaid("second")
@@ -71,6 +72,6 @@ def test_only_a_torn_last_line_is_cut(tmp_path: Path) -> None:
     whole = path.read_bytes()
     with open(path, "ab") as file:
         file.write(b"garbage\n" + encode(ModelReply(2, "torn", ()))[:-3])
-    loaded = SessionLog.load("s", path)
+    loaded = Recorded.load("s", path)
     assert path.read_bytes() == whole + b"garbage\n"
-    assert loaded.records == log.records and loaded.size == len(whole) + 8
+    assert loaded.taken == log.taken and loaded.size == len(whole) + 8

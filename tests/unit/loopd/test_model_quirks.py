@@ -14,9 +14,8 @@ from hypothesis import strategies as st
 
 from services.loopd import anthropic, openai
 from services.loopd.model import Finish, ModelError, Reply, ToolCall, User
-from services.loopd.replies import reply_of_events
-from services.loopd.sse import decode_events
 from tests.fakes.model_server import FakeModel
+from tests.support.streams import decode_events, reply_of_events
 from tests.unit.loopd.conftest import Connect
 
 ASKED = [User("hi")]

@@ -11,6 +11,7 @@ from bxcore.home import Home
 from bxcore.messages import AssistantText, EndReason, OwnerSaid, TurnEnd
 from services.loopd.history import SessionLog, Spawned
 from services.loopd.sessions import Sessions, Summary
+from tests.support.history import Recorded
 
 
 def a_turn(log: SessionLog, text: str = "hello", *, ended: bool = True) -> None:
@@ -23,7 +24,7 @@ def a_turn(log: SessionLog, text: str = "hello", *, ended: bool = True) -> None:
 
 def written(home: Home, session: str, turns: int = 1, *, last_ended: bool = True) -> SessionLog:
     """A history on disk, written as loopd writes it."""
-    log = SessionLog(session, home.session_history(session))
+    log = Recorded(session, home.session_history(session))
     for n in range(turns):
         a_turn(log, f"turn {n + 1}", ended=last_ended or n + 1 < turns)
     return log

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.loopd.sse import SseDecoder, SseError, SseEvent, decode_events
+from services.loopd.sse import SseDecoder, SseError, SseEvent
+from tests.support.streams import decode_events
 
 LIMIT = 1 << 20
 

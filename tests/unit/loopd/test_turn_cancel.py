@@ -90,7 +90,7 @@ class Broker:
         self.sent: list[Any] = []
         self.closed = 0
 
-    async def request(self, message: Any, **_: Any) -> Any:
+    async def ask(self, message: Any, **_: Any) -> Any:
         if isinstance(message, OwnerWords):  # kept, and not counted among the calls
             return WordsKept(message.id, message.session, message.turn, True)
         self.sent.append(message)
@@ -180,14 +180,14 @@ async def test_a_call_in_flight_is_left_to_brokerd_and_its_result_never_reaches_
 ) -> None:
     box = Box(tmp_path, Broker(how))
     sent = anyio.Event()
-    real = box.broker.request
+    real = box.broker.ask
 
     async def noted(message: Any, **options: Any) -> Any:
         if isinstance(message, ToolRequest if how == "hang" else AwaitApproval):
             sent.set()
         return await real(message, **options)
 
-    box.broker.request = noted  # type: ignore[method-assign]
+    box.broker.ask = noted  # type: ignore[method-assign]
     with box.sessions.held("s") as session:
         assert await stopped_while(box, session, "read", sent) == ""
         box.broker.how = "done"

@@ -90,7 +90,7 @@ class Broker:
         self.gone = False
         self.sent: list[Any] = []
 
-    async def request(self, message: Any, **_: Any) -> Any:
+    async def ask(self, message: Any, **_: Any) -> Any:
         if isinstance(message, OwnerWords):  # kept, and not counted among the calls
             return WordsKept(message.id, message.session, message.turn, True)
         self.sent.append(message)

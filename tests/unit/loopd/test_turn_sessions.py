@@ -65,7 +65,7 @@ class Model:
 class Broker:
     """Takes every `absorb`, and offers no MCP tools; nothing else is asked of it here."""
 
-    async def request(self, message: Any, **_: Any) -> State | Tools:
+    async def ask(self, message: Any, **_: Any) -> State | Tools:
         if isinstance(message, ToolsQuery):
             return Tools(message.id, ())
         assert isinstance(message, Absorb)

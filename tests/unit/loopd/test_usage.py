@@ -75,7 +75,7 @@ class Model:
 class Broker:
     """Denies every call (`no_grant`), and offers no MCP tools."""
 
-    async def request(self, message: Any, **_: Any) -> Tools | ToolResponse:
+    async def ask(self, message: Any, **_: Any) -> Tools | ToolResponse:
         if isinstance(message, ToolsQuery):
             return Tools(message.id, ())
         return ToolResponse(message.id, Denied(DenyReason.NO_GRANT))

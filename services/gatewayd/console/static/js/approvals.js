@@ -1,5 +1,6 @@
 // Approvals (SPEC §9, §12.2): each pending call as a card with every argument in full, the
-// write_file difference, the time left, and the owner's three answers. A card settled
+// write_file difference, where each target came from (§20), the time left, and the owner's three
+// answers. A card settled
 // anywhere (the CLI, another page) leaves this page as soon as the stream says so. The
 // arguments and the difference are drawn by shown.js: escaped where invisible, wrapped, a long
 // value behind "Show all", and the card's words before its buttons name what was found.
@@ -7,6 +8,7 @@
 import { get, post } from "./api.js";
 import { $, append, el, labelBadges, oneAtATime, say, span } from "./dom.js";
 import { argumentsView, diffView } from "./shown.js";
+import { targetsView } from "./targets.js";
 
 const UNTRUSTED = "the session holds untrusted content";
 let pending = [];
@@ -19,6 +21,11 @@ export function init(countChanged) {
 
 export function count() {
   return pending.length;
+}
+
+// A pending approval as brokerd last told (the Chat view shows its targets), or undefined.
+export function info(approval) {
+  return pending.find((a) => a.approval === approval);
 }
 
 // A change meanwhile asks for one more read after the one running.
@@ -57,6 +64,7 @@ function render() {
   $("#approvals-empty").hidden = pending.length > 0;
   onCount(pending.length);
   tick();
+  document.dispatchEvent(new CustomEvent("pending-changed"));
 }
 
 function card(info) {
@@ -81,8 +89,10 @@ function card(info) {
       el("dt", {}, "Approval"), el("dd", { class: "mono" }, info.approval),
       el("dt", {}, "Time left"), el("dd", { class: "left" }, "…"),
     ),
-    el("h3", { class: "visually-hidden" }, "Arguments"),
   );
+  const targets = targetsView(info, `Where each target of ${title} came from`);
+  if (targets) append(node, [el("h3", {}, "Where each target came from"), targets]);
+  node.append(el("h3", { class: "visually-hidden" }, "Arguments"));
   const warningId = `approval-${info.approval}-warning`;
   const args = argumentsView(info.arguments, { tabindex: "0", "aria-label": `Every argument of ${title}` });
   const diff = info.tool !== "write_file" ? null

@@ -1,9 +1,12 @@
 // Chat (SPEC §12.2): the sessions, and the chosen one's conversation as it happens: owner
-// messages, the agent's text, each tool call with its arguments and outcome, the turn's end.
+// messages, the agent's text, each tool call with its arguments and outcome (a waiting one with
+// where each of its targets came from, as its card says), the turn's end.
 
 import { get, post } from "./api.js";
+import * as approvals from "./approvals.js";
 import { $, ago, append, bytes, clear, el, labelBadges, say } from "./dom.js";
 import { argumentsView } from "./shown.js";
+import { targetsView } from "./targets.js";
 
 // What the owner reads for each deny reason: bxcore.deny.denial_clause, word for word
 // (tests/unit/gatewayd/test_console_page.py checks that the two agree).
@@ -27,8 +30,13 @@ const ENDINGS = {
   budget: "turn ended: its token budget is spent",
 };
 
+// At phone width the list shows the newest few sessions (and the chosen one), then "Show all
+// N sessions": never a box of its own that scrolls inside the page (console.css).
+const NEWEST_SHOWN = 5;
+
 const state = {
   sessions: [],
+  all: false, // "Show all" pressed
   current: sessionStorage.getItem("bx-session"),
   last: 0,
   busy: false,
@@ -39,6 +47,7 @@ const state = {
 let sessionsTimer = null;
 
 export function init() {
+  document.addEventListener("pending-changed", showTargets);
   $("#new-session").addEventListener("click", newSession);
   $("#stop").addEventListener("click", stop);
   $("#composer").addEventListener("submit", (event) => {
@@ -55,8 +64,18 @@ export function init() {
 
 export async function refresh() {
   await loadSessions();
-  if (state.current) await choose(state.current, { quiet: true });
+  // A page that has chosen nothing yet shows the turn that runs, if one does (the newest), and
+  // never while the owner is writing a first message (it would go to that session).
+  const running = state.current || $("#message").value.trim() ? null : runningSession();
+  if (running) await choose(running, { quiet: true });
+  else if (state.current) await choose(state.current, { quiet: true });
   else showNone();
+}
+
+// The newest session whose turn runs now, a top-level one before a sub-agent; else null.
+function runningSession() {
+  const busy = state.sessions.filter((s) => s.busy);
+  return (busy.find((s) => !s.parent) || busy[0])?.session ?? null;
 }
 
 // A session named by a link (a job's run in the Jobs view): the list read, then that session.
@@ -93,8 +112,20 @@ function renderSessions() {
   if (state.current && !known.has(state.current)) {
     list.append(sessionItem({ session: state.current, turns: 0, busy: false, label: null }, []));
   }
-  for (const session of children.get(null) || []) {
-    list.append(sessionItem(session, children.get(session.session) || [], children));
+  const tops = children.get(null) || [];
+  tops.forEach((session, index) => {
+    const item = sessionItem(session, children.get(session.session) || [], children);
+    if (index >= NEWEST_SHOWN && session.session !== state.current) item.classList.add("older");
+    list.append(item);
+  });
+  list.classList.toggle("all", state.all);
+  if (list.querySelector(":scope > .older")) {
+    const showAll = () => {
+      state.all = true;
+      list.classList.add("all");
+      list.querySelector(":scope > .older button")?.focus();
+    };
+    list.append(el("li", { class: "show-all" }, el("button", { type: "button", onclick: showAll }, `Show all ${tops.length} sessions`)));
   }
   if (!list.children.length) {
     list.append(el("li", { class: "quiet" }, "No sessions yet. Write below to start one."));
@@ -262,6 +293,8 @@ function settle(event) {
   if (event.kind === "tool_pending") {
     const link = el("a", { href: `#approvals/${event.approval}` }, `approval ${event.approval}`);
     outcome(node, "pending", "waiting for your answer: ", link);
+    node.append(el("div", { class: "targets-slot", dataset: { approval: event.approval } }));
+    showTargets();
     return; // still open: its outcome comes once the owner answers
   }
   state.open.splice(index, 1);
@@ -273,6 +306,15 @@ function settle(event) {
   outcome(node, event.ok ? "done" : "failed", size);
   if (typeof event.output === "string") {
     node.append(el("details", {}, el("summary", {}, "Output"), el("pre", { class: "output" }, event.output)));
+  }
+}
+
+// A waiting call's targets, as its card says them, once the approvals list has the card.
+function showTargets() {
+  for (const slot of document.querySelectorAll("#events .targets-slot:empty")) {
+    const info = approvals.info(slot.dataset.approval);
+    const targets = info && targetsView(info, `Where each target of ${info.tool} came from`);
+    if (targets) slot.append(targets);
   }
 }
 

@@ -44,6 +44,24 @@ export function say(node, text) {
   node.textContent = visible(String(text || ""), true);
 }
 
+// At phone width each row of a table is drawn as a card, one line a cell (console.css), each
+// line named by its column's header: the names are put on the cells here (`data-label`), after
+// each render. A cell spanning columns, or under a header only a screen reader reads, has none.
+export function labelCells(table) {
+  const names = [...table.tHead.rows[0].cells].map((th) => (th.querySelector(".visually-hidden") ? "" : th.textContent.trim()));
+  for (const body of table.tBodies) {
+    for (const row of body.rows) {
+      let column = 0;
+      for (const cell of row.cells) {
+        const name = cell.colSpan === 1 && cell.tagName === "TD" ? names[column] : "";
+        if (name) cell.dataset.label = name;
+        else delete cell.dataset.label;
+        column += cell.colSpan;
+      }
+    }
+  }
+}
+
 export function labelBadges(label) {
   if (!label) return [el("span", { class: "badge" }, "label unknown")];
   const badges = [el("span", { class: `badge ${label.class}` }, label.class)];

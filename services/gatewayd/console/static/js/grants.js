@@ -2,7 +2,7 @@
 // brokerd with the same code as `bxctl grant add`), Remove (asks first), and Explain.
 
 import { del, get, post } from "./api.js";
-import { $, append, clear, el, labelBadges, say } from "./dom.js";
+import { $, append, clear, el, labelBadges, labelCells, say } from "./dom.js";
 
 export function init() {
   $("#grant-form").addEventListener("submit", add);
@@ -45,6 +45,7 @@ function render(grants) {
     );
   }
   if (!grants.length) body.append(el("tr", {}, el("td", { colspan: "8", class: "quiet" }, "No grants: the agent may do nothing. Add one below.")));
+  labelCells($("#grants-table"));
 }
 
 // What a grant covers beyond its tool: its path (and a shell's read-only binding) or host;

@@ -5,7 +5,7 @@
 // `enabled`. Each button is described by its job's id (aria-describedby).
 
 import { get, post } from "./api.js";
-import { $, append, clear, el, oneAtATime, say } from "./dom.js";
+import { $, append, clear, el, labelCells, oneAtATime, say } from "./dom.js";
 
 let zone = null;
 let readFailed = false; // the problem line says why the list could not be read (not an action's)
@@ -34,6 +34,7 @@ function render(jobs) {
   if (!jobs.length) {
     body.append(el("tr", {}, el("td", { colspan: "6", class: "quiet" }, "No jobs. Add one with `bxctl job add` (docs/jobs.md).")));
   }
+  labelCells($("#jobs-table"));
   if (keep) body.querySelector(`[data-job="${CSS.escape(keep[0])}"][data-action="${keep[1]}"]`)?.focus();
 }
 

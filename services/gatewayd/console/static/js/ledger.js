@@ -2,7 +2,7 @@
 // checks the whole chain and shows where it breaks, with the head the owner's side witnessed.
 
 import { get, post } from "./api.js";
-import { $, append, clear, el, say, time } from "./dom.js";
+import { $, append, clear, el, labelCells, say, time } from "./dom.js";
 
 const KINDS = ["decision", "executed", "verdict", "expired", "absorbed", "started", "recovered"];
 let timer = null;
@@ -42,6 +42,7 @@ export async function refresh() {
   } catch (error) {
     clear(body).append(el("tr", {}, el("td", { colspan: "7", class: "problem" }, error.message)));
   }
+  labelCells($("#ledger-table"));
 }
 
 function recordRow(record) {

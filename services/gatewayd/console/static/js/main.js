@@ -1,8 +1,10 @@
 // The console page (SPEC §12): logging in with the link's token, the views, and the one live
 // stream every view listens to. The token is read from the address's fragment, taken out of
-// the address bar at once, and sent only in the body of POST /api/login.
+// the address bar at once, and sent only in the body of POST /api/login, whose key this tab
+// then sends on every request (`api.js`); without a key the page only says how to log in.
 
-import { api, whenLoggedOut } from "./api.js";
+import { key, keyed, loggedOut, login, whenLoggedOut } from "./api.js";
+import { listen as listenTo } from "./events.js";
 import { $, say } from "./dom.js";
 import * as approvals from "./approvals.js";
 import * as chat from "./chat.js";
@@ -22,11 +24,14 @@ async function start() {
   const token = takeToken();
   if (token !== null) {
     try {
-      await api("POST", "/api/login", { token });
+      await login(token);
     } catch (error) {
       showLogin(error.message);
       return;
     }
+  } else if (key() === null) {
+    showLogin("");
+    return;
   }
   let loggedIn = true;
   whenLoggedOut(() => {
@@ -96,31 +101,39 @@ function countChanged(count) {
 }
 
 function listen() {
-  stream = new EventSource("/api/events");
   const linkState = $("#link-state");
-  stream.addEventListener("hello", () => {
+  const live = () => {
     linkState.textContent = "live";
     linkState.classList.remove("down");
-  });
-  stream.addEventListener("reset", () => {
-    linkState.textContent = "live";
-    linkState.classList.remove("down");
-    refreshCurrent();
-  });
-  stream.addEventListener("error", () => {
-    linkState.textContent = "reconnecting…";
-    linkState.classList.add("down");
-  });
-  stream.addEventListener("turn", (event) => chat.onTurn(JSON.parse(event.data)));
+  };
   const pendingChanged = () => {
     approvals.refresh();
     if (current === "jobs") jobs.refresh(); // a job's run may wait, or wait no more
   };
-  stream.addEventListener("approval_requested", pendingChanged);
-  stream.addEventListener("approval_settled", pendingChanged);
-  stream.addEventListener("ledger", () => {
-    if (current === "ledger") ledger.refresh();
-    if (current === "jobs") jobs.refresh(); // job_started, job_ended
+  const handlers = {
+    hello: live,
+    reset: () => {
+      live();
+      refreshCurrent();
+    },
+    turn: (data) => chat.onTurn(JSON.parse(data)),
+    approval_requested: pendingChanged,
+    approval_settled: pendingChanged,
+    ledger: () => {
+      if (current === "ledger") ledger.refresh();
+      if (current === "jobs") jobs.refresh(); // job_started, job_ended
+    },
+  };
+  stream = listenTo("/api/events", {
+    headers: keyed,
+    on: (name, data) => {
+      if (Object.hasOwn(handlers, name)) handlers[name](data);
+    },
+    down: () => {
+      linkState.textContent = "reconnecting…";
+      linkState.classList.add("down");
+    },
+    refused: loggedOut,
   });
 }
 

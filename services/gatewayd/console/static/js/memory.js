@@ -1,7 +1,7 @@
 // Memory (SPEC §11, §12.2): the notes with their labels, and a search.
 
 import { get } from "./api.js";
-import { $, bytes, clear, el, labelBadges, say, time } from "./dom.js";
+import { $, bytes, clear, el, labelBadges, labelCells, say, time } from "./dom.js";
 
 let timer = null;
 
@@ -33,6 +33,7 @@ export async function refresh() {
           el("td", {}, el("div", { class: "note-text" }, note.text))),
       );
     }
+    labelCells($("#memory-table"));
   } catch (error) {
     say($("#memory-summary"), error.message);
   }

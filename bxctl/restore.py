@@ -1,0 +1,214 @@
+"""`bxctl restore` (docs/backup.md): an archive made by `bxctl backup` into an empty home.
+
+Nothing reaches the home before the whole archive is checked: every member a regular file in
+a place a backup takes (`backup_archive`), each one named by the manifest with its size and
+SHA-256 and none missing; the ledger a whole chain ending exactly at the manifest's head,
+holding every witnessed head and brokerd's confirmed one; the notes a sound SQLite file. The
+members are written into a folder beside the home, checked there, and the folder is renamed
+to the home; `bxctl init` then adds what the archive does not hold (new keys and console
+token, unless it holds them; the run, logs and workspace folders), never a starter grant.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sqlite3
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from bxcore import witness
+from bxcore.home import Home
+from bxctl.backup_archive import (
+    ALL_FOLDERS,
+    HEAD,
+    LEDGER,
+    MANIFEST,
+    MEMORY,
+    ArchiveRefused,
+    Manifest,
+    member_name,
+    member_problem,
+    parse_manifest,
+)
+from bxctl.init import init_home
+from services.brokerd.core.records import Head
+from services.brokerd.face import LedgerUnreadable, Mark, held, read_confirmed, verify_file
+
+MANIFEST_LIMIT = 64 * 1024 * 1024  # no manifest of a real home comes near it
+BLOCK = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Restored:
+    manifest: Manifest
+    made: list[str]  # what `bxctl init` added (new keys, folders)
+
+
+def restore_backup(archive: Path, home: Home) -> Restored:
+    """Check `archive` whole and restore it into `home`, which must be missing or empty.
+    `ArchiveRefused` (one line) when the archive is damaged or tampered with, or when the
+    home is not empty; nothing is left behind then."""
+    root = home.root
+    if root.exists() and (not root.is_dir() or any(root.iterdir())):
+        raise ArchiveRefused(f"{root} is not empty: restore goes into a new or empty home")
+    root.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{root.name}.restore-", dir=root.parent))
+    try:
+        manifest = _unpack(archive, stage)
+        _check_ledger(stage, manifest)
+        _check_memory(stage)
+        if root.exists():
+            root.rmdir()  # empty, checked above
+        os.replace(stage, root)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    return Restored(manifest, init_home(home, starter_grants=False))
+
+
+def _unpack(archive: Path, stage: Path) -> Manifest:
+    """Every member written under `stage`, each checked against the manifest."""
+    try:
+        with tarfile.open(archive, mode="r:*") as tar:
+            members = [m for m in tar.getmembers() if not _folder(m)]
+            names = [member_name(member.name) for member in members]
+            if len(set(names)) != len(names):
+                raise ArchiveRefused(f"{archive}: a member is there twice")
+            by_name = dict(zip(names, members, strict=True))
+            if MANIFEST not in by_name:
+                raise ArchiveRefused(f"{archive} holds no {MANIFEST}: not a boxmaker backup")
+            manifest = parse_manifest(_read(tar, by_name[MANIFEST], MANIFEST_LIMIT))
+            for name, member in by_name.items():
+                if name == MANIFEST:
+                    continue
+                problem = member_problem(name, manifest.secrets)
+                if problem is not None:
+                    raise ArchiveRefused(f"{archive}: {problem}")
+                if not member.isreg():
+                    raise ArchiveRefused(f"{archive}: {name!r} is not a plain file")
+                if name not in manifest.files:
+                    raise ArchiveRefused(f"{name} is not in the manifest: tampered")
+                _extract(tar, member, name, stage, manifest)
+            missing = sorted(set(manifest.files) - set(names))
+            if missing:
+                raise ArchiveRefused(f"the manifest names {missing[0]}, which is not there")
+    except (tarfile.TarError, EOFError, OSError) as error:
+        raise ArchiveRefused(f"cannot read the archive {archive}: {error}") from None
+    return manifest
+
+
+def _read(tar: tarfile.TarFile, member: tarfile.TarInfo, limit: int) -> bytes:
+    if not member.isreg() or member.size > limit:
+        raise ArchiveRefused(f"{member.name} is not a plain file of at most {limit} bytes")
+    source = tar.extractfile(member)
+    assert source is not None  # a regular file
+    return source.read()
+
+
+def _folder(member: tarfile.TarInfo) -> bool:
+    """A folder member of a place a backup takes (`tar` adds them): passed over."""
+    name = member_name(member.name)
+    return member.isdir() and (name in ("", ".") or name in ALL_FOLDERS)
+
+
+def _extract(
+    tar: tarfile.TarFile, member: tarfile.TarInfo, name: str, stage: Path, manifest: Manifest
+) -> None:
+    entry = manifest.files[name]
+    if member.size != entry.size:
+        raise ArchiveRefused(
+            f"{name} does not match its manifest ({member.size} bytes, it says {entry.size}): "
+            "tampered"
+        )
+    path = stage / name
+    _make_parents(path)
+    source = tar.extractfile(member)
+    assert source is not None
+    digest = hashlib.sha256()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        for block in iter(lambda: source.read(BLOCK), b""):
+            digest.update(block)
+            out.write(block)
+        out.flush()
+        os.fsync(out.fileno())
+    if digest.hexdigest() != entry.sha256:
+        raise ArchiveRefused(f"{name} does not match its manifest (sha256): tampered")
+
+
+def _make_parents(path: Path) -> None:
+    missing = [p for p in reversed(path.parents) if not p.exists()]
+    for folder in missing:
+        folder.mkdir(mode=0o700)
+        os.chmod(folder, 0o700)
+
+
+def _check_ledger(stage: Path, manifest: Manifest) -> None:
+    """The ledger must be a whole chain ending at the manifest's head, and hold every head
+    the archive's witnesses and head.json name."""
+    head = manifest.head
+    kept = []
+    for name in manifest.files:
+        if name.startswith("witness/"):
+            try:
+                seen = witness.read(stage / name)
+            except witness.WitnessUnreadable as error:
+                raise ArchiveRefused(str(error)) from None
+            if seen is not None:
+                kept.append(seen)
+    newest = max(kept, key=lambda seen: seen.seq, default=None)
+    if newest is not None and newest.seq > head.head.seq:
+        raise ArchiveRefused(
+            f"the archive's witness saw seq {newest.seq}, after its head (seq {head.head.seq}): "
+            "tampered"
+        )
+    ledger = stage / LEDGER
+    if head.head.seq == 0:
+        return
+    try:
+        verified = verify_file(
+            ledger, witness=None if newest is None else Head(newest.seq, newest.hash)
+        )
+        report = verified.report
+        if not report.ok:
+            raise ArchiveRefused(f"the archive's ledger does not verify: {report.why}: tampered")
+        if report.head != head.head or verified.size != head.size:
+            raise ArchiveRefused(
+                f"the archive's ledger ends at seq {report.head.seq}, its manifest says "
+                f"seq {head.head.seq}: tampered"
+            )
+        for seen in kept:
+            if seen.size is not None and seen.seq > 0:
+                mark_problem = held(ledger, _mark(seen), "the head the archive's witness saw")
+                if mark_problem is not None:
+                    raise ArchiveRefused(f"{mark_problem}: tampered")
+        confirmed = read_confirmed(stage / HEAD) if (stage / HEAD).exists() else None
+    except (LedgerUnreadable, ValueError) as error:
+        raise ArchiveRefused(str(error)) from None
+    if confirmed is not None and confirmed != head:
+        raise ArchiveRefused("the archive's audit/head.json is not its manifest's head: tampered")
+
+
+def _mark(seen: witness.Seen) -> Mark:
+    assert seen.size is not None
+    return Mark(Head(seen.seq, seen.hash), seen.size)
+
+
+def _check_memory(stage: Path) -> None:
+    path = stage / MEMORY
+    if not path.exists():
+        return
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            answer = db.execute("PRAGMA quick_check").fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error as error:
+        raise ArchiveRefused(f"the archive's notes are no sound SQLite file: {error}") from None
+    if answer is None or answer[0] != "ok":
+        raise ArchiveRefused(f"the archive's notes fail SQLite's check: {answer}")

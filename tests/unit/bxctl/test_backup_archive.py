@@ -1,0 +1,129 @@
+"""`bxctl.backup_archive`: an archive holds only the places a backup takes, keys only when its
+manifest says so, and a manifest is read strictly; `bxctl backup` and `restore` offline: a
+home with no box running backs up and restores, never over a file or into a home in use."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bxctl.backup_archive import ArchiveRefused, member_name, member_problem, parse_manifest
+from tests.support.cli import bxctl
+
+GOOD = {
+    "format": "boxmaker-backup 1",
+    "made": "2026-12-04T01:00:00.000Z",
+    "home": "/home/me/box",
+    "head": {"seq": 0, "hash": "0" * 64, "size": 0},
+    "secrets": False,
+    "files": {"config.toml": {"size": 3, "sha256": "a" * 64}},
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "secrets", "taken"),
+    [
+        ("config.toml", False, True),
+        ("grants/workspace-read.toml", False, True),
+        ("grants/notes.toml~", False, False),
+        ("grants/sub/x.toml", False, False),
+        ("sessions/chat.jsonl", False, True),
+        ("sessions/.jobs.json", False, True),
+        ("sessions/../config.toml", False, False),
+        ("state/broker/chat.json", False, True),
+        ("mcp/git.pins.json", False, True),
+        ("witness/bxctl.json", False, True),
+        ("audit/ledger.jsonl", False, True),
+        ("audit/index.sqlite3", False, False),
+        ("memory/memory.sqlite3-wal", False, False),
+        ("keys/owner.key_secret", False, False),
+        ("keys/owner.key_secret", True, True),
+        ("keys/console.token", True, True),
+        ("/etc/passwd", False, False),
+        ("run/brokerd.lock", False, False),
+        ("workspace/a.md", False, False),
+    ],
+)
+def test_a_member_is_taken_only_in_the_places_a_backup_takes(
+    name: str, secrets: bool, taken: bool
+) -> None:
+    assert (member_problem(name, secrets) is None) is taken
+
+
+def test_names_as_tar_writes_them_are_paths_in_the_home() -> None:
+    assert member_name("./grants/a.toml") == "grants/a.toml"
+    assert member_name("grants/") == "grants"
+
+
+def test_a_good_manifest_is_read() -> None:
+    manifest = parse_manifest(json.dumps(GOOD).encode())
+    assert manifest.head.head.seq == 0 and list(manifest.files) == ["config.toml"]
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"format": "boxmaker-backup 2"}, "format"),
+        ({"extra": 1}, "not a boxmaker backup's manifest"),
+        ({"secrets": "no"}, "'secrets'"),
+        ({"head": {"seq": -1, "hash": "0" * 64, "size": 0}}, "not a count"),
+        ({"head": {"seq": 3, "hash": "0" * 64, "size": 10}}, "disagree"),
+        ({"files": {"keys/owner.key_secret": {"size": 1, "sha256": "a" * 64}}}, "keys in"),
+        ({"files": {"config.toml": {"size": 1, "sha256": "A" * 64}}}, "64 hex digits"),
+        ({"files": {"config.toml": {"size": True, "sha256": "a" * 64}}}, "wrong type"),
+    ],
+)
+def test_a_manifest_that_is_off_in_anything_is_refused(change: dict[str, Any], said: str) -> None:
+    with pytest.raises(ArchiveRefused, match=said):
+        parse_manifest(json.dumps({**GOOD, **change}).encode())
+
+
+def test_offline_a_home_backs_up_and_restores_never_over_a_file_or_a_home_in_use(
+    short_tmp: Path,
+) -> None:
+    home, archive = short_tmp / "h", short_tmp / "a.tar.gz"
+    assert bxctl(home, "init").returncode == 0
+    assert bxctl(home, "grant", "add", "notes", "--tool", "memory").returncode == 0
+    made = bxctl(home, "backup", "--with-secrets", str(archive))
+    assert made.returncode == 0, made.stderr
+    assert "keys and console token left out" not in made.stdout
+    again = bxctl(home, "backup", str(archive))
+    assert (again.returncode, again.stderr) == (
+        1,
+        f"bxctl: {archive} exists already; name a new file\n",
+    )
+    into_used = bxctl(home, "restore", str(archive))
+    assert into_used.returncode == 1 and "is not empty" in into_used.stderr
+    other = short_tmp / "o"
+    restored = bxctl(other, "restore", str(archive))
+    assert restored.returncode == 0, restored.stderr
+    for name in ("keys/owner.key_secret", "keys/console.token", "grants/notes.toml"):
+        assert (other / name).read_bytes() == (home / name).read_bytes(), name
+        assert (other / name).stat().st_mode & 0o777 == 0o600
+    assert "grants naming the home it was made of" in restored.stdout
+    assert not list(short_tmp.glob(".*"))  # no staging folder left
+
+
+def test_a_ledger_that_does_not_verify_is_never_backed_up(short_tmp: Path) -> None:
+    from services.brokerd.core import records
+    from services.brokerd.ledger import Ledger
+
+    home = short_tmp / "h"
+    assert bxctl(home, "init").returncode == 0
+    path = home / "audit" / "ledger.jsonl"
+    ledger = Ledger.open(path, now_ms=lambda: 0)
+    for n in range(5):
+        ledger.append(*records.started(pid=n, version="t"))
+    ledger.close()
+    assert bxctl(home, "backup", str(short_tmp / "good.tar.gz")).returncode == 0
+    lines = path.read_bytes().split(b"\n")
+    lines[2] = lines[2].replace(b'"pid":2', b'"pid":9')
+    path.write_bytes(b"\n".join(lines))
+    refused = bxctl(home, "backup", str(short_tmp / "bad.tar.gz"))
+    assert refused.returncode == 1 and refused.stderr.count("\n") == 1
+    assert "line 4: prev does not match the hash of line 3" in refused.stderr, refused.stderr
+    assert not (short_tmp / "bad.tar.gz").exists()
+    assert sorted(p.name for p in short_tmp.iterdir()) == ["good.tar.gz", "h"]

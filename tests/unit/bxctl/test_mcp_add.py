@@ -1,0 +1,86 @@
+"""`bxctl mcp add NAME -- COMMAND` (issue 27) for commands that need no install: the entry is
+appended to config.toml with the program brokerd will run and the paths its arguments name,
+and nothing is written when the entry would not read."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from bxcore.config import load_config, parse_config
+from bxctl.mcp_add import render_entry
+from tests.support.cli import bxctl
+from tests.support.daemons import init_home
+
+VENV_BIN = Path(sys.executable).parent
+
+
+def test_a_bare_name_is_written_as_the_program_brokerd_will_run(short_tmp: Path) -> None:
+    home = init_home(short_tmp / "h")
+    added = bxctl(home, "mcp", "add", "time", "--", "mcp-server-time", "--local-timezone=UTC")
+    assert added.returncode == 0, added.stderr
+    (server,) = load_config(home / "config.toml").mcp
+    assert server.command == (str(VENV_BIN / "mcp-server-time"), "--local-timezone=UTC")
+    assert "next: `bxctl restart brokerd` (or `bxctl up`), then `bxctl mcp trust time`" in (
+        added.stdout
+    )
+    text = (home / "config.toml").read_text()
+    assert "# bxctl mcp add time -- mcp-server-time --local-timezone=UTC\n[[mcp]]" in text
+
+
+def test_the_paths_its_arguments_name_are_bound_read_write_unless_given_read_only(
+    short_tmp: Path,
+) -> None:
+    repo, ref = short_tmp / "repo", short_tmp / "ref"
+    repo.mkdir()
+    ref.mkdir()
+    home = init_home(short_tmp / "h")
+    argv = ["mcp-server-git", "--repository", str(repo), str(ref), "/no/such/path"]
+    added = bxctl(home, "mcp", "add", "git", "--ro-path", str(ref), "--env", "A=b=c", "--", *argv)
+    assert added.returncode == 0, added.stderr
+    (server,) = load_config(home / "config.toml").mcp
+    assert (server.paths, server.ro_paths) == ((str(repo),), (str(ref),))
+    assert dict(server.env) == {"A": "b=c"}
+
+
+def test_an_entry_that_would_not_read_writes_nothing(short_tmp: Path) -> None:
+    home = init_home(short_tmp / "h")
+    before = (home / "config.toml").read_bytes()
+    cases = [
+        (["Time", "--", "mcp-server-time"], "a server's name is 1 to 24 of a-z 0-9 -"),
+        (["t", "--", "mcp-server-nowhere"], "'mcp-server-nowhere' is not an executable program in"),
+        (["t", "--path", "/", "--", "mcp-server-time"], 'paths: "/": a server may not see'),
+        (["t", "--env", "PATH=/x", "--", "mcp-server-time"], "brokerd sets PATH"),
+        (["t", "--env", "oops", "--", "mcp-server-time"], "--env 'oops': expected NAME=VALUE"),
+        (["t", "--", "npx", "--registry", "x", "srv"], "npx option '--registry'"),
+    ]
+    for args, said in cases:
+        done = bxctl(home, "mcp", "add", *args)
+        assert done.returncode == 1 and said in done.stderr, (args, done)
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert (home / "config.toml").read_bytes() == before
+
+
+def test_a_name_taken_or_a_broken_config_is_refused(short_tmp: Path) -> None:
+    home = init_home(short_tmp / "h")
+    assert bxctl(home, "mcp", "add", "time", "--", "mcp-server-time").returncode == 0
+    again = bxctl(home, "mcp", "add", "time", "--", "mcp-server-time")
+    assert again.returncode == 1 and "has an [[mcp]] entry named 'time' already" in again.stderr
+    (home / "config.toml").write_text("[model\n")
+    broken = bxctl(home, "mcp", "add", "other", "--", "mcp-server-time")
+    assert broken.returncode == 1 and "config.toml must be mended first" in broken.stderr
+
+
+def test_an_entry_reads_back_as_written() -> None:
+    text = render_entry(
+        "fs",
+        ["/usr/bin/node", "/h/mcp/npm/fs/node_modules/x/dist/index.js", 'a "quoted" arg'],
+        paths=["/data"],
+        ro_paths=["/h/mcp/npm/fs/node_modules"],
+        hosts=["api.example.com"],
+        env={"TOKEN_FILE": "/data/t"},
+        note="x 1.0, installed by `bxctl mcp add`",
+    )
+    (server,) = parse_config(text.encode()).mcp
+    assert server.command[2] == 'a "quoted" arg' and server.hosts == ("api.example.com",)
+    assert text.startswith("# x 1.0, installed by `bxctl mcp add`\n[[mcp]]\n")
