@@ -179,7 +179,7 @@ class Owner:
         self.link.close()
 
     def turn(self, session: str, text: str) -> Turn:
-        accepted = self.link.request(OwnerMessage(request_id("dojo"), session, text), timeout_s=30)
+        accepted = self.link.ask(OwnerMessage(request_id("dojo"), session, text))
         if not isinstance(accepted, Accepted):
             raise RuntimeError(f"gatewayd refused the message: {accepted!r}")
         seen = Turn()
@@ -187,7 +187,7 @@ class Owner:
         deadline = time.monotonic() + TURN_S
         while time.monotonic() < deadline:
             query = EventsQuery(request_id("dojo"), session, cursor, WAIT_MS)
-            answer = self.link.request(query, timeout_s=WAIT_MS / 1000 + 10)
+            answer = self.link.ask(query)
             if not isinstance(answer, Events):
                 raise RuntimeError(f"gatewayd answered {answer!r}")
             for info in answer.pending:
@@ -203,7 +203,7 @@ class Owner:
                 verdict = VerdictRequest(
                     request_id("dojo"), info.approval, False, Scope.ONCE, "bench"
                 )
-                self.link.request(verdict, timeout_s=20)
+                self.link.ask(verdict)
             for event in answer.events:
                 cursor = max(cursor, event.seq)
                 if event.turn == accepted.turn and isinstance(event.event, TurnEnd):
