@@ -35,8 +35,8 @@ from bxcore.config import SandboxConfig, parse_config
 from bxcore.home import Home
 from bxcore.messages import Denied, Done, ToolRequest, ToolResponse
 from bxctl import mcp_pins
-from services.brokerd import mcp_sandbox
 from services.brokerd.daemon import sandbox_host
+from services.brokerd.mcp import sandbox as mcp_sandbox
 
 SERVERS = Path(__file__).resolve().parents[1] / "tests" / "fakes" / "mcp_servers.py"
 _ids = itertools.count()

@@ -123,7 +123,7 @@ class Box:
                 for name in SERVICES:
                     if f"services.{name}" in text:
                         found[name] = process.info["pid"]
-                if "bxctl.supervisor" in text or ("bxctl" in text and " up" in text):
+                if "bxctl.supervisor.runner" in text or ("bxctl" in text and " up" in text):
                     found.setdefault("supervisor", process.info["pid"])
         return found
 

@@ -4,15 +4,15 @@ default; trio is never used), and these places depend on it:
 
 - **Watching a descriptor with a callback** (`loop().add_reader`, `add_writer`): the router
   drains a plain pyzmq socket on its ZMQ_FD (`bxcore.router`), a sandbox's pipes and
-  pidfd are read as they become ready (`services/brokerd/child.py`), and so are a running
-  MCP server's (`services/brokerd/mcp_stdio.py`). anyio's
+  pidfd are read as they become ready (`services/brokerd/sandbox/child.py`), and so are a running
+  MCP server's (`services/brokerd/mcp/stdio.py`). anyio's
   `wait_readable` parks a task per wait, a future and several callbacks per wake-up: measured,
   most of a denied decision's time in the router, and ~1 ms of an allowed call in the child.
 - **A callback after the current ones** (`loop().call_soon`): the router's second look at
   its socket once a turn's answers are sent, and brokerd's announcement of the ledger head once
   the answers of a batch are out.
 - **One turn of the loop** (`yield_once`): the group commit lets every ready task queue its
-  records before one write and one fsync (`services/brokerd/commit.py`); anyio's checkpoint
+  records before one write and one fsync (`services/brokerd/ledger/commit.py`); anyio's checkpoint
   also checks cancel scopes, and the commit must not be cancelled between queue and write.
 - **Tasks the router spawns itself** (`spawn`, `wait_all`, `current_task`): one a request,
   created from a reader callback, which has no task group to start them in.

@@ -43,7 +43,7 @@ __all__ = [
     "run_daemon",
 ]
 
-#: Set to "stdin" by a supervisor that starts the daemon early (`bxctl.supervisor`): the
+#: Set to "stdin" by a supervisor that starts the daemon early (`bxctl.supervisor.runner`): the
 #: daemon imports what it needs, then waits for one byte on standard input before it reads its
 #: config or binds a socket, so the supervisor keeps SPEC §13's order while the imports of all
 #: four overlap. End of file instead (the supervisor gone, or the start called off): exit 0.

@@ -241,7 +241,8 @@ class AuditReport:
 
 
 class LedgerHealth(enum.StrEnum):
-    """The ledger's state as brokerd holds it (SPEC §7; `services.brokerd.ledger.LedgerState`)."""
+    """The ledger's state as brokerd holds it (SPEC §7; `services.brokerd.ledger.file`'s
+    `LedgerState`)."""
 
     OK = "ok"
     LOADING = "loading"

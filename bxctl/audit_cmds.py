@@ -2,7 +2,7 @@
 checked against the owner's witness, and its newest records as a table (every field made
 visible, shown as text: a tool's name or arguments cannot drive the owner's terminal).
 
-`verify` reads the file itself (brokerd need not run), fast (`services.brokerd.verify`: a
+`verify` reads the file itself (brokerd need not run), fast (`services.brokerd.ledger.verify`: a
 million records in seconds, a bar on a terminal), and checks it against the heads the owner's
 side has seen (gatewayd's and bxctl's witness files): a ledger shorter than, or different
 from, such a head is reported as tampered (exit 1), also when what stands in for a witnessed

@@ -16,13 +16,13 @@ import typer
 from bxcore.home import SERVICES, Home
 from bxcore.messages import Error, ServiceState, SupervisorRestart, SupervisorStop
 from bxcore.visible import visible
-from bxctl import pidfile
 from bxctl.box_view import show_started, warn
-from bxctl.logs import Follower, rotated, tail
 from bxctl.output import fail, say
-from bxctl.pidfile import GRACE_S
 from bxctl.status_cmd import status
-from bxctl.supervisor_link import NoAnswer, ask, request_id, running
+from bxctl.supervisor import pidfile
+from bxctl.supervisor.link import NoAnswer, ask, request_id, running
+from bxctl.supervisor.logs import Follower, rotated, tail
+from bxctl.supervisor.pidfile import GRACE_S
 from bxctl.up_cmd import up
 
 RUNNING = ServiceState.RUNNING

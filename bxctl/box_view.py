@@ -17,8 +17,8 @@ from bxcore.home import Home
 from bxcore.messages import ServiceInfo, ServiceState, SupervisorReport
 from bxcore.visible import visible
 from bxctl.console_cmd import console_line, moved_line
-from bxctl.logs import tail
 from bxctl.output import fail, is_terminal, say, table
+from bxctl.supervisor.logs import tail
 
 LOG_LINES_ON_FAILURE = 12
 RUNNING = ServiceState.RUNNING

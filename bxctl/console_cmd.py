@@ -15,7 +15,7 @@ from bxcore.console_link import Served, TokenError, console_link, console_served
 from bxcore.home import Home
 from bxcore.messages import ServiceState, SupervisorReport
 from bxctl.output import fail, print_json, say
-from bxctl.supervisor_link import running, status_report
+from bxctl.supervisor.link import running, status_report
 
 
 def link(home: Home) -> str:

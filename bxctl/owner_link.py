@@ -21,7 +21,7 @@ from bxcore.config import ConfigError, load_config
 from bxcore.home import Home
 from bxcore.messages import Asks, Error, ServiceInfo
 from bxctl.output import fail
-from bxctl.supervisor_link import down, explain, whereabouts
+from bxctl.supervisor.link import down, explain, whereabouts
 
 #: The CURVE sockets the owner speaks on, and whose key each server holds.
 SERVERS = {"gateway": "gatewayd", "admin": "brokerd"}

@@ -35,7 +35,7 @@ from bxctl.ledger_link import ask_ledger
 from bxctl.ledger_view import LedgerView, disk_json, disk_lines, ledger_view
 from bxctl.output import invocation, print_json, say
 from bxctl.safety import box_warnings, sandbox_report
-from bxctl.supervisor_link import running, status_report
+from bxctl.supervisor.link import running, status_report
 from services.brokerd.core.records import parse_line
 from services.brokerd.face import lines_backwards
 

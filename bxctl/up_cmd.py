@@ -26,7 +26,7 @@ from bxcore.config import Config, ConfigError, load_config
 from bxcore.console_link import console_served
 from bxcore.home import Home, HomeError
 from bxcore.messages import ServiceState, SupervisorReport, SupervisorStatus
-from bxctl import model_reach, pidfile
+from bxctl import model_reach
 from bxctl.box_view import StartView, show_moved, show_started, warn
 from bxctl.console_cmd import console_hint
 from bxctl.demo import prepare as prepare_demo
@@ -34,13 +34,14 @@ from bxctl.grant_cmds import checked_grants
 from bxctl.init import init_home
 from bxctl.ledger_link import ask_ledger
 from bxctl.ledger_view import LedgerView, ledger_view
-from bxctl.logs import rotate_if_over, tail
 from bxctl.output import fail, invocation, say
-from bxctl.pidfile import Box
-from bxctl.specs import ServiceSpec, parse_specs
-from bxctl.supervisor import Supervisor, SupervisorError, endpoint_of
-from bxctl.supervisor import main as supervisor_main
-from bxctl.supervisor_link import NoAnswer, ask, request_id, running, status_report
+from bxctl.supervisor import pidfile
+from bxctl.supervisor.link import NoAnswer, ask, request_id, running, status_report
+from bxctl.supervisor.logs import rotate_if_over, tail
+from bxctl.supervisor.pidfile import Box
+from bxctl.supervisor.runner import Supervisor, SupervisorError, endpoint_of
+from bxctl.supervisor.runner import main as supervisor_main
+from bxctl.supervisor.specs import ServiceSpec, parse_specs
 from services.brokerd.core.grant_check import said
 
 UP_TIMEOUT_S = 180.0  # a service may take 10 s to answer, and back off five times

@@ -67,9 +67,9 @@ from services.brokerd.grant_files import (
     remove_grant,
 )
 from services.brokerd.judge import Judge
-from services.brokerd.ledger import Ledger, LedgerState, LedgerUnavailable
+from services.brokerd.ledger.file import Ledger, LedgerState, LedgerUnavailable
+from services.brokerd.ledger.verify import LedgerUnreadable, verify_file
 from services.brokerd.state import StateError, answer_state
-from services.brokerd.verify import LedgerUnreadable, verify_file
 
 REFUSAL = Refusal(
     "the admin socket does not take {type}",

@@ -54,7 +54,6 @@ from bxcore.routes import Refusal, Route, Routes
 from bxcore.sockets import BrokerAnswer, BrokerRequest
 from bxcore.tools import ToolName
 from services.brokerd.calls import CallBook
-from services.brokerd.commit import Committer
 from services.brokerd.core import policy, records
 from services.brokerd.core.args import ToolArgs
 from services.brokerd.core.call import AUDIT_UNAVAILABLE, Call, Phase
@@ -62,7 +61,8 @@ from services.brokerd.core.call_events import Ask, Decided, Effect, Found, Unlab
 from services.brokerd.desk import Desk
 from services.brokerd.driver import Driver
 from services.brokerd.judge import Judge
-from services.brokerd.ledger import LedgerUnavailable
+from services.brokerd.ledger.commit import Committer
+from services.brokerd.ledger.file import LedgerUnavailable
 from services.brokerd.preview_file import preview
 from services.brokerd.state import StateError, StateStore, answer_state
 from services.brokerd.words import WordsBook

@@ -15,7 +15,7 @@ from bxcore.messages import Done, Outcome, Pending
 from bxcore.once import Once
 from services.brokerd.core.records import CallRecords
 from services.brokerd.core.targets import Seen
-from services.brokerd.ledger import Ledger, LedgerUnavailable
+from services.brokerd.ledger.file import Ledger, LedgerUnavailable
 
 Key = tuple[str, str]
 

@@ -28,16 +28,17 @@ from bxcore.config import SandboxConfig
 from bxcore.labels import Label
 from bxcore.messages import Done, Error, Failed, ToolRequest, ToolResponse
 from bxcore.tools import BROKERED, Mount, Runner
-from services.brokerd import child, limits, sandbox
-from services.brokerd.cgroup import Cgroups, Slot
-from services.brokerd.child import Finished, Hold
 from services.brokerd.core import bwrap
 from services.brokerd.core.bwrap import Confined, Host
 from services.brokerd.core.mcp_args import McpArgs
 from services.brokerd.core.policy import Allowed
-from services.brokerd.fetch_proxy import OneTunnel
-from services.brokerd.mcp_runner import McpRunner
-from services.brokerd.sandbox import Unconfinable
+from services.brokerd.mcp.runner import McpRunner
+from services.brokerd.sandbox import child, limits
+from services.brokerd.sandbox import host as sandbox
+from services.brokerd.sandbox.cgroup import Cgroups, Slot
+from services.brokerd.sandbox.child import Finished, Hold
+from services.brokerd.sandbox.fetch_proxy import OneTunnel
+from services.brokerd.sandbox.host import Unconfinable
 
 log = logging.getLogger(__name__)
 

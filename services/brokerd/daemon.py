@@ -33,12 +33,9 @@ from bxcore.events import Publisher
 from bxcore.messages import LedgerHead, LedgerQuery
 from bxcore.report import Report
 from bxcore.router import Router
-from services.brokerd import cgroup, leftovers
 from services.brokerd.admin import Admin
 from services.brokerd.broker import Broker
 from services.brokerd.calls import CallBook
-from services.brokerd.cgroup import Cgroups
-from services.brokerd.commit import Committer
 from services.brokerd.core import seccomp
 from services.brokerd.core.bwrap import Host
 from services.brokerd.core.records import Head
@@ -48,10 +45,13 @@ from services.brokerd.driver import Driver
 from services.brokerd.grants_folder import GrantsFolder
 from services.brokerd.job_folder import JobFolder
 from services.brokerd.judge import Judge
-from services.brokerd.ledger import Ledger, LedgerState, LedgerUnavailable
-from services.brokerd.mcp_runner import McpRunner
+from services.brokerd.ledger.commit import Committer
+from services.brokerd.ledger.file import Ledger, LedgerState, LedgerUnavailable
+from services.brokerd.mcp.runner import McpRunner
 from services.brokerd.own import own_places
-from services.brokerd.sandbox import discover_host
+from services.brokerd.sandbox import cgroup, leftovers
+from services.brokerd.sandbox.cgroup import Cgroups
+from services.brokerd.sandbox.host import discover_host
 from services.brokerd.state import StateStore
 from services.brokerd.words import WordsBook
 

@@ -13,7 +13,6 @@ import logging
 from collections.abc import Callable
 
 from services.brokerd.calls import CallBook
-from services.brokerd.commit import Committer
 from services.brokerd.core.call import Call, step
 from services.brokerd.core.call_events import (
     Answer,
@@ -29,7 +28,8 @@ from services.brokerd.core.call_events import (
     Run,
 )
 from services.brokerd.courier import Courier
-from services.brokerd.ledger import LedgerUnavailable
+from services.brokerd.ledger.commit import Committer
+from services.brokerd.ledger.file import LedgerUnavailable
 from services.brokerd.state import StateError, StateStore
 
 log = logging.getLogger(__name__)

@@ -16,11 +16,11 @@ from services.brokerd.grant_files import (
     remove_grant,
 )
 from services.brokerd.grants_folder import read_folder
-from services.brokerd.index import START, Mark
-from services.brokerd.ledger_head import HEAD_FILE, read_confirmed, write_confirmed
-from services.brokerd.ledger_scan import lines_backwards
+from services.brokerd.ledger.head import HEAD_FILE, read_confirmed, write_confirmed
+from services.brokerd.ledger.index import START, Mark
+from services.brokerd.ledger.scan import lines_backwards
+from services.brokerd.ledger.verify import LedgerUnreadable, Progress, held, verify_file
 from services.brokerd.own import own_places
-from services.brokerd.verify import LedgerUnreadable, Progress, held, verify_file
 
 __all__ = [
     "HEAD_FILE",

@@ -18,11 +18,11 @@ import anyio
 from bxcore.bounded import Bounded
 from bxcore.ids import job_run_of, parent_of_sub
 from bxcore.messages import Error, ErrorCode, OwnerWords, WordsKept
-from services.brokerd.commit import Committer
 from services.brokerd.core import records
 from services.brokerd.core.owner_words import NO_WORDS, Words
 from services.brokerd.job_folder import JobFolder
-from services.brokerd.ledger import LedgerUnavailable
+from services.brokerd.ledger.commit import Committer
+from services.brokerd.ledger.file import LedgerUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from bxcore.messages import (
     ToolRequest,
     ToolsQuery,
 )
-from services.loopd.core.turn_events import Call
+from services.loopd.core.turn_events import SentCall
 from services.loopd.model import Offer
 from services.loopd.schemas import mcp_tools
 
@@ -74,7 +74,7 @@ class BrokerLink:
         it; the caller closes it once the call is answered (or abandoned)."""
         return self._broker()
 
-    async def call(self, client: Client, session: str, call: Call) -> Outcome:
+    async def call(self, client: Client, session: str, call: SentCall) -> Outcome:
         """Send one tool call, asked until it is answered: its outcome, or `pending` while
         its approval waits for the owner."""
         request = ToolRequest(_rid(), session, call.id, call.name, call.arguments)

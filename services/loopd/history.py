@@ -44,7 +44,7 @@ from bxcore.messages import (
     TurnEvent,
 )
 from services.loopd.core.turn import final_answer, open_calls
-from services.loopd.core.turn_events import Call
+from services.loopd.core.turn_events import SentCall
 from services.loopd.history_write import HistoryUnwritable, append_whole
 from services.loopd.model import Assistant, Message, ToolCall, ToolResult, User
 
@@ -83,7 +83,7 @@ class ModelReply:
     TYPE: ClassVar[str] = "model_reply"
     turn: int
     text: str
-    calls: tuple[Call, ...]
+    calls: tuple[SentCall, ...]
     usage: Spent | None = None
 
 
@@ -186,7 +186,7 @@ class _Turn:
     messages: list[Message] = field(default_factory=list)  # what the model has had
     size: int = 0  # their characters (`chars`)
     held: int = 0  # the bytes their text takes in memory (`held`)
-    calls: dict[str, Call] = field(default_factory=dict)  # the calls its replies made, by id
+    calls: dict[str, SentCall] = field(default_factory=dict)  # the calls its replies made, by id
     steps: int = 0  # model replies
     reply: ModelReply | None = None  # the last one
     answered: set[str] = field(default_factory=set)  # calls with a result
@@ -434,12 +434,12 @@ class SessionLog:
             chosen.append(turn)
         return [message for turn in reversed(chosen) for message in turn.messages]
 
-    def reply_calls(self, turn: int) -> tuple[Call, ...]:
+    def reply_calls(self, turn: int) -> tuple[SentCall, ...]:
         """Every call of `turn`'s last model reply, in the model's order (none: no reply)."""
         reply = self._turn(turn).reply
         return reply.calls if reply is not None else ()
 
-    def open_calls(self, turn: int) -> list[tuple[Call, bool]]:
+    def open_calls(self, turn: int) -> list[tuple[SentCall, bool]]:
         """The calls of `turn`'s last model reply that have no result yet (after a crash),
         each with whether the owner was already shown its `tool_called` event (calls run one
         after another, so the first `calls_shown` were: `core.turn.open_calls`)."""

@@ -66,7 +66,6 @@ from services.loopd.core.turn_events import (
     AskModel,
     Await,
     Began,
-    Call,
     Called,
     Close,
     Count,
@@ -82,6 +81,7 @@ from services.loopd.core.turn_events import (
     OwnerWords,
     Replied,
     Say,
+    SentCall,
     Spawn,
     Stopped,
     SubAnswered,
@@ -348,7 +348,7 @@ class Turns:
         try:
             reply = await ask_model(self.model, self.config.model, system, asked, tools)
             calls = tuple(
-                Call(call_id(turn, step_, n), c.id, c.name, c.arguments)
+                SentCall(call_id(turn, step_, n), c.id, c.name, c.arguments)
                 for n, c in enumerate(reply.tool_calls, 1)
             )
             spent = self.meter.spend(reply.usage)  # paid for, whether kept or not
@@ -414,7 +414,7 @@ class Turns:
             self.emit(session, turn, TurnError(short(f"{tool}: {outcome.message}")))
 
     async def _spawn(
-        self, parent: SessionLog, turn: int, call: Call, depth: int
+        self, parent: SessionLog, turn: int, call: SentCall, depth: int
     ) -> SubAnswered | NoBroker:
         try:
             result = await self._sub_agent(parent, turn, call, depth)
@@ -422,7 +422,9 @@ class Turns:
             return NoBroker(str(gone))
         return SubAnswered(result.content, result.ok)
 
-    async def _sub_agent(self, parent: SessionLog, turn: int, call: Call, depth: int) -> CallResult:
+    async def _sub_agent(
+        self, parent: SessionLog, turn: int, call: SentCall, depth: int
+    ) -> CallResult:
         """A sub-agent's turn; its answer reaches the parent only after `absorb` (§6.4)."""
         task = task_of(call.arguments)
         if task is None:

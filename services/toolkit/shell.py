@@ -52,7 +52,7 @@ def run_shell(
     are set on this process, and so inherited by the command, before it starts (the
     toolkit's process exists for this call alone), with no core dump; in brokerd's sandbox
     brokerd set them on the sandbox's first process before the toolkit started
-    (`services.brokerd.limits`). `cgroup`: the call's memory cgroup's `tasks` file, which
+    (`services.brokerd.sandbox.limits`). `cgroup`: the call's memory cgroup's `tasks` file, which
     this process joins, then closes, before the command starts (so everything the command
     starts is in it); if it cannot, the command does not run.
     """

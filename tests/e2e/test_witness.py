@@ -10,7 +10,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from services.brokerd.verify import verify
+from services.brokerd.ledger.verify import verify
 from tests.fakes.model_server import Answer
 from tests.support.box import wait_until
 from tests.support.brokerd import args, ledger_lines

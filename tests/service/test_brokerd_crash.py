@@ -56,7 +56,7 @@ from services.brokerd.core import records
 from services.brokerd.core.chain import ChainReport
 from services.brokerd.core.records import Head
 from services.brokerd.core.replay import ALREADY_RAN, UNKNOWN
-from services.brokerd.verify import verify
+from services.brokerd.ledger.verify import verify
 from tests.support.brokerd import write_grant
 from tests.support.daemons import Daemon, init_home, start, tool_owned
 

@@ -1,5 +1,5 @@
 """A sandbox setup that a killed brokerd left waiting is ended by the next brokerd's start
-(`services.brokerd.leftovers`): bwrap's setup process, held by `--userns-block-fd`, waits
+(`services.brokerd.sandbox.leftovers`): bwrap's setup process, held by `--userns-block-fd`, waits
 for ever once bwrap dies before releasing it. The test makes one with real bwrap, as a
 brokerd killed at that moment leaves it, under the home's mark."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from services.brokerd.leftovers import mark, sweep
+from services.brokerd.sandbox.leftovers import mark, sweep
 from tests.support.daemons import init_home, running
 
 BWRAP = shutil.which("bwrap")

@@ -35,8 +35,9 @@ import pytest
 
 from bxcore.messages import Done, Failed, Outcome, ToolRequest, ToolResponse
 from bxcore.tools import Mount
-from services.brokerd import child, sandbox
 from services.brokerd.core import bwrap
+from services.brokerd.sandbox import child
+from services.brokerd.sandbox import host as sandbox
 from tests.support.brokerd import PYTHON, check_memory_limit
 from tests.support.daemons import Daemon, init_home, running, tool_owned
 
@@ -551,7 +552,7 @@ def bare_sandbox(script: str) -> list[str]:
 
 @pytest.mark.skipif(os.getuid() != 0, reason="needs root to become another user")
 def test_max_processes_binds_a_sandbox_started_by_a_user_other_than_root() -> None:
-    from services.brokerd import limits  # what brokerd sets on a shell's sandbox
+    from services.brokerd.sandbox import limits  # what brokerd sets on a shell's sandbox
 
     def become_nobody_then_limit() -> None:
         os.setgid(65534)

@@ -33,7 +33,7 @@ from bxcore.messages import (
     ToolRequest,
     ToolResponse,
 )
-from bxctl.supervisor import READY_S
+from bxctl.supervisor.runner import READY_S
 from tests.support.box import (
     ESCAPER,
     REPO,

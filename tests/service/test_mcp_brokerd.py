@@ -147,7 +147,9 @@ def test_a_server_cannot_read_outside_its_paths_or_reach_the_network(short_tmp: 
     secret = short_tmp / "secret.txt"
     secret.write_text("the owner's secret")
     home = init_home(short_tmp / "h", fake("probe", "prober"))
-    grant(home, "probe", "mcp__probe__*", kind="source")
+    # results trusted: the session's label stays clean, so a tool given a host runs unasked
+    # (§20 asks for it in an untrusted session) and only the sandbox stands in its way
+    grant(home, "probe", "mcp__probe__*", kind="source", untrusted=False)
     with running("brokerd", home) as brokerd:
         trust(home, "probe")
         read = call(brokerd, "s1", "c1", "mcp__probe__read_path", args(path=str(secret)))

@@ -37,7 +37,9 @@ def test_a_server_reaches_its_hosts_and_no_other(short_tmp: Path) -> None:
         )
         config += f"env = {toml_table({'SSL_CERT_FILE': str(authority.ca_file)})}\n"
         home = init_home(short_tmp / "h", config)
-        grant(home, "probe", "mcp__probe__*", kind="source")
+        # results trusted: a tool given an address runs unasked (§20 asks for it once the
+        # session is untrusted), and only the proxy stands between it and another host
+        grant(home, "probe", "mcp__probe__*", kind="source", untrusted=False)
         with running("brokerd", home) as brokerd:
             trust(home, "probe")
             got = call(brokerd, "s1", "c1", "mcp__probe__https_get", url(HOST))

@@ -22,8 +22,8 @@ import pytest
 
 from bxcore.home import SERVICES
 from bxcore.messages import Ping, Pong, SupervisorReport, SupervisorStop
-from bxctl import pidfile
-from bxctl.logs import Follower, RotatingLog, rotated, tail
+from bxctl.supervisor import pidfile
+from bxctl.supervisor.logs import Follower, RotatingLog, rotated, tail
 from tests.support.box import (
     DAWDLER,
     QUITTER,
@@ -161,7 +161,7 @@ def test_a_second_up_says_it_is_running_and_a_second_supervisor_refuses(home: Pa
     assert again.returncode == 0, again.stderr
     assert f"already running (supervisor pid {supervisor_pid(home)})" in again.stdout
     second = subprocess.run(
-        [sys.executable, "-m", "bxctl.supervisor", "--home", str(home)],
+        [sys.executable, "-m", "bxctl.supervisor.runner", "--home", str(home)],
         capture_output=True,
         text=True,
         timeout=30,

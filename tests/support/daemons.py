@@ -26,7 +26,7 @@ from bxcore.asking import Patience
 from bxcore.client import Secure, SyncClient, Unreachable
 from bxcore.home import Home
 from bxcore.messages import Ping, Pong
-from services.brokerd import leftovers
+from services.brokerd.sandbox import leftovers
 
 #: The socket each daemon answers ping on.
 MAIN_SOCKET = {"brokerd": "broker", "memoryd": "memory", "loopd": "loop", "gatewayd": "gateway"}

@@ -99,15 +99,15 @@ def test_bxcore_imports_no_service_and_no_bxctl(source: Path) -> None:
 
 #: brokerd's programs that run inside an MCP server's sandbox, alone, as the toolkit does: with
 #: `python -I -S` and nothing of the box's but themselves (issue 25).
-INSIDE_THE_SANDBOX = ("mcp_bridge.py", "mcp_launch.py")
+INSIDE_THE_SANDBOX = ("bridge.py", "launch.py")
 
 
 @pytest.mark.parametrize("name", INSIDE_THE_SANDBOX)
 def test_the_programs_run_inside_the_sandbox_import_only_the_standard_library(name: str) -> None:
-    source = ROOT / "services" / "brokerd" / name
+    source = ROOT / "services" / "brokerd" / "mcp" / "inside" / name
     for imported_name in imported(source):
         assert top(imported_name) in STDLIB or imported_name == "__future__", (
-            f"services/brokerd/{name} imports {imported_name}: it runs alone in the sandbox"
+            f"mcp/inside/{name} imports {imported_name}: it runs alone in the sandbox"
         )
 
 

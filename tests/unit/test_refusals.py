@@ -15,7 +15,7 @@ from bxcore.messages import (
     ToolRequest,
 )
 from bxcore.routes import Refusal
-from bxctl.supervisor import REFUSAL as SUPERVISOR
+from bxctl.supervisor.runner import REFUSAL as SUPERVISOR
 from services.gatewayd.gateway import REFUSAL as GATEWAY
 from services.loopd.daemon import REFUSAL as LOOP
 from services.memoryd.daemon import REFUSAL as MEMORY

@@ -1,8 +1,8 @@
 """The sandbox's `bwrap` command for one call (SPEC §8.2), pure: built from the tool's
 description, the winner's path, what the host looks like (`Host`, found by
-`services.brokerd.sandbox.discover_host`) and who tools run as. The winner's path and every
+`services.brokerd.sandbox.host.discover_host`) and who tools run as. The winner's path and every
 folder laid over it come as descriptors brokerd opened without following a symbolic link
-(`services.brokerd.sandbox`), and the toolkit checks inside that each is the very folder
+(`services.brokerd.sandbox.host`), and the toolkit checks inside that each is the very folder
 brokerd checked. `mode = "none"` (development only) runs the toolkit with no confinement.
 docs/sandbox.md says what is bound and why. No I/O: strings in, an argument vector out.
 """

@@ -39,7 +39,6 @@ from services.loopd.core.turn_events import (
     AskModel,
     Await,
     Began,
-    Call,
     Called,
     Close,
     Count,
@@ -56,6 +55,7 @@ from services.loopd.core.turn_events import (
     OwnerWords,
     Replied,
     Say,
+    SentCall,
     Spawn,
     Stopped,
     SubAnswered,
@@ -93,8 +93,8 @@ def tool_shown(name: str) -> str:
 
 
 def open_calls(
-    calls: Sequence[Call], answered: Collection[str], calls_shown: int
-) -> list[tuple[Call, bool]]:
+    calls: Sequence[SentCall], answered: Collection[str], calls_shown: int
+) -> list[tuple[SentCall, bool]]:
     """The calls of a turn's last reply without a result yet, each with whether the owner was
     shown it called (calls run one after another, so the first `calls_shown` were)."""
     return [
@@ -102,7 +102,7 @@ def open_calls(
     ]
 
 
-def final_answer(text: str, calls: Sequence[Call], text_shown: bool) -> tuple[str, bool] | None:
+def final_answer(text: str, calls: Sequence[SentCall], text_shown: bool) -> tuple[str, bool] | None:
     """When a turn's last reply called no tool, the turn only lacks its end (a crash came
     first): that reply's text, and whether the owner was shown it. Else None."""
     return None if calls else (text, text_shown)
@@ -124,9 +124,9 @@ class Turn(NamedTuple):
     words: bool = True
     phase: Phase = Phase.BEGUN
     steps: int = 0  # the model's answers so far
-    queue: tuple[tuple[Call, bool], ...] = ()  # the reply's calls still to run, and if shown
+    queue: tuple[tuple[SentCall, bool], ...] = ()  # the reply's calls still to run, and if shown
     beyond: frozenset[str] = frozenset()  # the reply's calls past `cap`
-    call: Call | None = None  # the call with brokerd or a sub-agent
+    call: SentCall | None = None  # the call with brokerd or a sub-agent
     said: str = ""  # the model's last words
 
 
@@ -243,7 +243,7 @@ def _weigh_budget(turn: Turn, event: Event) -> Step:
 
 def _run_calls(
     turn: Turn,
-    queue: tuple[tuple[Call, bool], ...],
+    queue: tuple[tuple[SentCall, bool], ...],
     beyond: frozenset[str],
     effects: list[Effect],
 ) -> Step:

@@ -3,7 +3,7 @@ shell saw: what the history holds of the turn, the model's answer or its failure
 turn has spent, brokerd's answer to a call or its hold for the owner, a sub-agent's answer,
 brokerd gone, the owner's stop, a history that cannot be written) and the effects (what the
 shell must do, in order: show the owner, record, ask the model, weigh the budgets, ask brokerd,
-wait for an approval, run a sub-agent). Also `Call`, a tool call as loopd sent it, which the
+wait for an approval, run a sub-agent). Also `SentCall`, a tool call as loopd sent it, which the
 history keeps. Pure.
 """
 
@@ -20,7 +20,7 @@ FinalOutcome = Done | Denied | Failed  # every outcome but `pending`, which is n
 
 
 @dataclass(frozen=True, slots=True)
-class Call:
+class SentCall:
     """A tool call as loopd sent it: our call id (unique in the session, what brokerd sees),
     the model's own id, the tool and the arguments exactly as the model wrote them."""
 
@@ -58,7 +58,7 @@ class Began:
     KIND: ClassVar[Kind] = Kind.BEGAN
     final: tuple[str, bool] | None = None
     steps: int = 0
-    open: tuple[tuple[Call, bool], ...] = ()
+    open: tuple[tuple[SentCall, bool], ...] = ()
     reply: tuple[str, ...] = ()
     last_text: str = ""
     refused: str | None = None
@@ -70,7 +70,7 @@ class Replied:
 
     KIND: ClassVar[Kind] = Kind.REPLIED
     text: str
-    calls: tuple[Call, ...] = ()
+    calls: tuple[SentCall, ...] = ()
 
 
 @frozen
@@ -220,7 +220,7 @@ class OwnerWords:
 class Ask:
     """Send the call to brokerd; feed back `Answered`, `Held` or `NoBroker`."""
 
-    call: Call
+    call: SentCall
 
 
 @frozen
@@ -243,7 +243,7 @@ class Await:
 class Spawn:
     """Run the call's sub-agent; feed back `SubAnswered` or `NoBroker`."""
 
-    call: Call
+    call: SentCall
 
 
 @frozen

@@ -1,4 +1,4 @@
-"""Where brokerd may make its calls' cgroups (`services.brokerd.cgroup.discover`), read from
+"""Where brokerd may make its calls' cgroups (`services.brokerd.sandbox.cgroup.discover`), read from
 `/proc/self/cgroup` and a cgroup tree: here a folder of the test's that stands for one, so
 that what is decided and written can be seen. The real thing is tried by
 tests/service/test_hostile_model.py."""
@@ -10,8 +10,8 @@ from pathlib import Path
 
 from pytest import MonkeyPatch
 
-from services.brokerd import cgroup
-from services.brokerd.cgroup import Cgroups, Unavailable, discover
+from services.brokerd.sandbox import cgroup
+from services.brokerd.sandbox.cgroup import Cgroups, Unavailable, discover
 
 HYBRID = "12:pids:/a\n4:memory:/process_api/x\n1:name=systemd:/\n0::/\n"
 UNIFIED = "0::/system.slice/boxmaker-brokerd.service\n"

@@ -12,8 +12,8 @@ import anyio
 import psutil  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
-from services.brokerd import child
-from services.brokerd.child import ERROR_CAP, OUTPUT_CAP
+from services.brokerd.sandbox import child
+from services.brokerd.sandbox.child import ERROR_CAP, OUTPUT_CAP
 
 pytestmark = pytest.mark.anyio
 

@@ -9,10 +9,10 @@ import anyio
 import pytest
 
 from bxcore.labels import SESSION_DEFAULT
-from services.brokerd.commit import Committer
 from services.brokerd.core import records
 from services.brokerd.core.records import Head
-from services.brokerd.ledger import Ledger, LedgerUnavailable
+from services.brokerd.ledger.commit import Committer
+from services.brokerd.ledger.file import Ledger, LedgerUnavailable
 
 pytestmark = pytest.mark.anyio
 

@@ -35,7 +35,6 @@ from bxcore.messages import (
 )
 from services.brokerd.broker import Broker
 from services.brokerd.calls import CallBook
-from services.brokerd.commit import Committer
 from services.brokerd.core.policy import Allowed
 from services.brokerd.core.replay import ALREADY_RAN
 from services.brokerd.courier import Result
@@ -43,7 +42,8 @@ from services.brokerd.desk import Desk
 from services.brokerd.driver import Driver
 from services.brokerd.grants_folder import GrantsFolder
 from services.brokerd.judge import Judge
-from services.brokerd.ledger import Ledger
+from services.brokerd.ledger.commit import Committer
+from services.brokerd.ledger.file import Ledger
 from services.brokerd.state import StateStore
 from services.brokerd.words import WordsBook
 

@@ -20,7 +20,7 @@ import pytest
 from anyio.abc import ByteStream, SocketAttribute
 from anyio.streams.tls import TLSStream
 
-from services.brokerd.fetch_proxy import OneTunnel, public
+from services.brokerd.sandbox.fetch_proxy import OneTunnel, public
 from tests.support import tls
 
 pytestmark = pytest.mark.anyio

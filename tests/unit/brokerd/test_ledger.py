@@ -16,12 +16,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bxcore.labels import DataClass, Label
-from services.brokerd import ledger_scan
 from services.brokerd.core import records as r
 from services.brokerd.core.records import Head, line_hash
-from services.brokerd.index import Index
-from services.brokerd.ledger import INDEX_FILE, Ledger, LedgerState, LedgerUnavailable
-from services.brokerd.verify import LedgerUnreadable, verify
+from services.brokerd.ledger import scan as ledger_scan
+from services.brokerd.ledger.file import INDEX_FILE, Ledger, LedgerState, LedgerUnavailable
+from services.brokerd.ledger.index import Index
+from services.brokerd.ledger.verify import LedgerUnreadable, verify
 
 PRIVATE = Label(DataClass.PRIVATE, False)
 TAINTED = Label(DataClass.PRIVATE, True)

@@ -14,9 +14,15 @@ import pytest
 from bench.ledger_builder import build
 from bxcore import witness
 from services.brokerd.core.records import Record, line_hash, parse_line
-from services.brokerd.index import Index
-from services.brokerd.ledger import HEAD_FILE, INDEX_FILE, Ledger, LedgerState, LedgerUnavailable
-from services.brokerd.ledger_scan import scan
+from services.brokerd.ledger.file import (
+    HEAD_FILE,
+    INDEX_FILE,
+    Ledger,
+    LedgerState,
+    LedgerUnavailable,
+)
+from services.brokerd.ledger.index import Index
+from services.brokerd.ledger.scan import scan
 from tests.unit.brokerd.test_ledger import (
     Clock,
     decision,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from bxcore.mcp_tools import canonical
-from services.brokerd.mcp_result import (
+from services.brokerd.mcp.result import (
     CUT_NOTE,
     MAX_OUTPUT,
     Outcome,

@@ -3,7 +3,7 @@ of its standard error, the lines that say why, never the SDK's bare "Connection 
 
 from __future__ import annotations
 
-from services.brokerd.mcp_start import MAX_SAID, start_error, stderr_tail
+from services.brokerd.mcp.start import MAX_SAID, start_error, stderr_tail
 
 PYTHON = """\
 Traceback (most recent call last):

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from services.brokerd import mcp_stdio
-from services.brokerd.mcp_stdio import PipeError
+from services.brokerd.mcp import stdio as mcp_stdio
+from services.brokerd.mcp.stdio import PipeError
 
 pytestmark = pytest.mark.anyio
 

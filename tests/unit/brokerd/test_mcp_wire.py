@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from services.brokerd.mcp_wire import (
+from services.brokerd.mcp.wire import (
     Asked,
     Reply,
     Told,

@@ -31,7 +31,7 @@ from services.brokerd.core.bwrap import (
     environment,
 )
 from services.brokerd.core.view import View
-from services.brokerd.sandbox import Unconfinable, close, layers, open_granted
+from services.brokerd.sandbox.host import Unconfinable, close, layers, open_granted
 
 HOST = Host(
     bwrap="/usr/bin/bwrap",

@@ -16,11 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.ledger_builder import build
-from services.brokerd import verify as fast
 from services.brokerd.core.records import Head, line_hash
-from services.brokerd.index import START, Mark
-from services.brokerd.ledger_scan import scan
-from services.brokerd.verify import LedgerUnreadable, Verified, held, verify_file
+from services.brokerd.ledger import verify as fast
+from services.brokerd.ledger.index import START, Mark
+from services.brokerd.ledger.scan import scan
+from services.brokerd.ledger.verify import LedgerUnreadable, Verified, held, verify_file
 
 
 @pytest.fixture(scope="module")

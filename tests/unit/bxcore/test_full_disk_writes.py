@@ -13,7 +13,7 @@ import pytest
 
 from bxcore import atomic, report
 from bxcore.home import Home
-from bxctl import logs
+from bxctl.supervisor import logs
 
 Write = Callable[[int, bytes], int]
 

@@ -109,7 +109,7 @@ def test_offline_a_home_backs_up_and_restores_never_over_a_file_or_a_home_in_use
 
 def test_a_ledger_that_does_not_verify_is_never_backed_up(short_tmp: Path) -> None:
     from services.brokerd.core import records
-    from services.brokerd.ledger import Ledger
+    from services.brokerd.ledger.file import Ledger
 
     home = short_tmp / "h"
     assert bxctl(home, "init").returncode == 0

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 import pytest
 
 from bxcore.messages import ServiceState
-from bxctl.lifecycle import (
+from bxctl.supervisor.lifecycle import (
     POLICY,
     TABLE,
     Action,

@@ -15,7 +15,7 @@ import pytest
 from services.brokerd.core import records
 from services.brokerd.core.grants import Grant, parse_grant
 from services.brokerd.grants_folder import read_folder
-from services.brokerd.ledger import Ledger
+from services.brokerd.ledger.file import Ledger
 from tests.support.cli import bxctl
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from bxcore.asking import Patience
 from bxcore.messages import ServiceInfo, ServiceState, SupervisorStatus
-from bxctl.supervisor_link import NoAnswer, ask, down, explain
+from bxctl.supervisor.link import NoAnswer, ask, down, explain
 
 S = ServiceState
 TROUBLE = "did not answer at ipc:///h/run/admin.sock"

@@ -12,9 +12,9 @@ import pytest
 
 from bxcore.messages import AssistantText, EndReason, OwnerSaid, ToolCalled, TurnEnd
 from services.loopd.history import (
-    Call,
     ModelReply,
     Outline,
+    SentCall,
     SessionLog,
     Spawned,
     ToolResultRecord,
@@ -25,7 +25,7 @@ from services.loopd.history_scan import outline
 def turn(log: SessionLog, *, ended: bool = True, spawn: str | None = None) -> None:
     n = log.turns + 1
     log.event(n, OwnerSaid(f'turn {n}, with "quotes" and a \\n and {{"type":"spawned",}}'))
-    call = Call(f"{n}-0-1", "m1", "spawn" if spawn else "read_file", '{"path":"/a"}')
+    call = SentCall(f"{n}-0-1", "m1", "spawn" if spawn else "read_file", '{"path":"/a"}')
     log.append(ModelReply(n, "", (call,)))
     log.event(n, ToolCalled(call.name, call.arguments))
     if spawn is not None:

@@ -18,8 +18,8 @@ from bxcore.messages import AssistantText, EndReason, OwnerSaid, ToolCalled, Tur
 from services.loopd.history import (
     WEIGHT_OF_LOG,
     WEIGHT_OF_TURN,
-    Call,
     ModelReply,
+    SentCall,
     SessionLog,
     ToolResultRecord,
     chars,
@@ -37,7 +37,9 @@ def take_turn(log: SessionLog, turn: int, shape: Turn, *, end: bool = True) -> l
     log.event(turn, OwnerSaid("o" * said))
     messages: list[Message] = [User("o" * said)]
     for step, (calls, result) in enumerate(steps):
-        made = tuple(Call(f"{turn}-{step}-{n}", f"m{n}", "read_file", "{}") for n in range(calls))
+        made = tuple(
+            SentCall(f"{turn}-{step}-{n}", f"m{n}", "read_file", "{}") for n in range(calls)
+        )
         log.append(ModelReply(turn, "", made))
         messages.append(Assistant("", tuple(ToolCall(c.model_id, c.name, "{}") for c in made)))
         for call in made:
@@ -146,7 +148,7 @@ def test_a_turn_cut_off_in_a_long_history_resumes_from_what_is_loaded(tmp_path: 
     for turn in range(1, 60):
         take_turn(log, turn, (10, [(1, 50)], 200))
     take_turn(log, 60, (10, [(2, 50)], 0), end=False)
-    call = Call("60-1-0", "again", "read_file", "{}")
+    call = SentCall("60-1-0", "again", "read_file", "{}")
     log.append(ModelReply(60, "", (call,)))  # a crash before the call's result
     loaded = SessionLog.load("s", path, 1_000)
     assert loaded.unfinished() == [60]

@@ -11,9 +11,9 @@ from bxcore import wire
 from bxcore.messages import EndReason, OwnerSaid, TurnEnd
 from services.loopd.history import (
     MAX_LINE,
-    Call,
     ModelReply,
     RecordTooLarge,
+    SentCall,
     SessionLog,
     encode,
 )
@@ -33,7 +33,7 @@ def test_a_reply_too_large_to_read_back_is_refused_and_nothing_is_written(tmp_pa
     path = tmp_path / "s.jsonl"
     log = written(path)
     before = path.read_bytes()
-    huge = ModelReply(2, "x" * MAX_LINE, (Call("2-0-1", "c", "write_file", "{}"),))
+    huge = ModelReply(2, "x" * MAX_LINE, (SentCall("2-0-1", "c", "write_file", "{}"),))
     with pytest.raises(RecordTooLarge, match="the model's answer is too large to keep"):
         log.append(huge)
     assert path.read_bytes() == before

@@ -24,7 +24,7 @@ from bxcore.messages import (
     TurnError,
     TurnEvent,
 )
-from services.loopd.core.turn_events import Call
+from services.loopd.core.turn_events import SentCall
 from services.loopd.history import ModelReply, Record, SessionLog, ToolResultRecord
 from services.loopd.model import Assistant, Message, ToolCall, ToolResult, User
 
@@ -32,7 +32,7 @@ from services.loopd.model import Assistant, Message, ToolCall, ToolResult, User
 
 
 def transcript(records: Sequence[Record], up_to: int) -> list[Message]:
-    calls: dict[str, Call] = {}
+    calls: dict[str, SentCall] = {}
     by_turn: dict[int, list[Message]] = {}
     for record in records:
         if record.turn > up_to:
@@ -59,7 +59,7 @@ def since_last_reply(records: Sequence[Record], turn: int) -> list[Record]:
     return [r for r in records[last + 1 :] if r.turn == turn]
 
 
-def open_calls(records: Sequence[Record], turn: int) -> list[tuple[Call, bool]]:
+def open_calls(records: Sequence[Record], turn: int) -> list[tuple[SentCall, bool]]:
     if not replies(records, turn):
         return []
     after = since_last_reply(records, turn)
@@ -118,14 +118,14 @@ def history(steps: list[tuple[Any, ...]]) -> list[Record]:
     """Records as loopd could write them, crashes included: a result only for a call the
     turn's replies made, each call id once."""
     records: list[Record] = []
-    calls: dict[int, list[Call]] = {}
+    calls: dict[int, list[SentCall]] = {}
     for step in steps:
         match step:
             case ("event", turn, event):
                 records.append(TurnEvent("s", turn, len(records) + 1, event))
             case ("reply", turn, n, text):
                 made = tuple(
-                    Call(f"{len(records)}-{k}", f"m{k}", "read_file", '{"path":"/a"}')
+                    SentCall(f"{len(records)}-{k}", f"m{k}", "read_file", '{"path":"/a"}')
                     for k in range(n)
                 )
                 calls.setdefault(turn, []).extend(made)
@@ -162,7 +162,7 @@ def test_a_turn_s_transcript_leaves_out_the_owner_message_already_sent_for_the_n
     tmp_path: Path,
 ) -> None:
     log = SessionLog("s", tmp_path / "s.jsonl")
-    call = Call("1-0-1", "m1", "read_file", '{"path":"/a"}')
+    call = SentCall("1-0-1", "m1", "read_file", '{"path":"/a"}')
     log.event(1, OwnerSaid("first"))
     log.append(ModelReply(1, "", (call,)))
     log.event(2, OwnerSaid("second, sent while the first runs"))
@@ -180,7 +180,7 @@ def test_after_a_crash_the_open_calls_are_those_without_a_result_and_the_owner_s
     tmp_path: Path,
 ) -> None:
     log = SessionLog("s", tmp_path / "s.jsonl")
-    calls = tuple(Call(f"1-0-{n}", f"m{n}", "read_file", "{}") for n in (1, 2, 3))
+    calls = tuple(SentCall(f"1-0-{n}", f"m{n}", "read_file", "{}") for n in (1, 2, 3))
     log.event(1, OwnerSaid("go"))
     log.append(ModelReply(1, "", calls))
     log.event(1, ToolCalled("read_file", "{}"))

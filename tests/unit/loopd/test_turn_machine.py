@@ -33,7 +33,6 @@ from services.loopd.core.turn_events import (
     AskModel,
     Await,
     Began,
-    Call,
     Called,
     Close,
     Count,
@@ -50,6 +49,7 @@ from services.loopd.core.turn_events import (
     OwnerWords,
     Replied,
     Say,
+    SentCall,
     Spawn,
     Stopped,
     SubAnswered,
@@ -68,8 +68,8 @@ def fresh(limit: int = 10, cap: int = 2, max_tokens: int | None = None, words: b
     return begin(1, limit, cap, max_tokens, words=words)
 
 
-def call(n: int = 1, name: str = "read_file", step_: int = 0) -> Call:
-    return Call(call_id(1, step_, n), f"m{n}", name, READ)
+def call(n: int = 1, name: str = "read_file", step_: int = 0) -> SentCall:
+    return SentCall(call_id(1, step_, n), f"m{n}", name, READ)
 
 
 def walk(turn: Turn, *events: Event) -> tuple[Turn, list[Effect]]:
@@ -218,7 +218,7 @@ def test_brokerd_gone_ends_the_turn_error(held: bool) -> None:
 
 
 def test_a_tool_whose_name_the_wire_cannot_carry_is_denied_without_brokerd() -> None:
-    bad = Call("1-0-1", "m1", "x" * 300, "{}")
+    bad = SentCall("1-0-1", "m1", "x" * 300, "{}")
     _, effects = walk(fresh(), Began(), Replied("", (bad, call(2))), Counted())
     assert effects[2:] == [
         Called("?", "{}"),
@@ -338,7 +338,7 @@ def test_a_held_call_is_shown_pending_once_and_polled_until_answered() -> None:
 
 
 def test_a_spawn_goes_to_a_sub_agent_and_its_answer_is_kept() -> None:
-    spawn = Call("1-0-1", "m1", "spawn", '{"task":"look"}')
+    spawn = SentCall("1-0-1", "m1", "spawn", '{"task":"look"}')
     turn, effects = walk(fresh(), Began(), Replied("", (spawn,)), Counted())
     assert effects[-2:] == [Called("spawn", '{"task":"look"}'), Spawn(spawn)]
     answer = SubAnswered("Error: the owner stopped the sub-agent before it answered.", False)

@@ -20,8 +20,8 @@ from bxcore.messages import (
     SupervisorReport,
     SupervisorStatus,
 )
-from bxctl import pidfile
 from bxctl.output import fail
+from bxctl.supervisor import pidfile
 
 NOT_COMING_BACK = (ServiceState.FAILED, ServiceState.STOPPED, ServiceState.STOPPING)
 A = TypeVar("A")

@@ -1,7 +1,7 @@
 """The sandbox's host side (SPEC §8.2): what the host looks like (`discover_host`), and the
 descriptors the bwrap command binds — the winner's path and every folder laid over it, opened
 without following a symbolic link (`open_granted`, `layers`). The command itself is pure, in
-`services.brokerd.core.bwrap`; `services.brokerd.child` runs it within its limits.
+`services.brokerd.core.bwrap`; `services.brokerd.sandbox.child` runs it within its limits.
 """
 
 from __future__ import annotations

@@ -41,12 +41,12 @@ from bxcore.mcp_tools import (
     split_name,
 )
 from bxcore.report import Report
-from services.brokerd import mcp_result
 from services.brokerd.core.bwrap import Host
 from services.brokerd.core.mcp_args import McpArgs
 from services.brokerd.core.policy import Allowed
-from services.brokerd.mcp_proxy import HostsProxy
-from services.brokerd.mcp_start import (
+from services.brokerd.mcp import result as mcp_result
+from services.brokerd.mcp.proxy import HostsProxy
+from services.brokerd.mcp.start import (
     Instance,
     Launcher,
     StartFailed,
@@ -57,7 +57,7 @@ from services.brokerd.mcp_start import (
     start_error,
     tighten_log,
 )
-from services.brokerd.mcp_stdio import PipeError
+from services.brokerd.mcp.stdio import PipeError
 from services.brokerd.watch import FolderWatch
 
 log = logging.getLogger(__name__)

@@ -76,7 +76,7 @@ async def run(
 
     No `preexec_fn`: it would make every call fork brokerd whole instead of spawning (3 ms
     of a read_file's 15; bench toolcall). A shell's rlimits are set on bwrap's process
-    while it waits (`Hold`, `services.brokerd.limits`).
+    while it waits (`Hold`, `services.brokerd.sandbox.limits`).
 
     Killing bwrap kills the sandbox: `--die-with-parent` kills its init, and with it every
     process of its PID namespace, whatever session or group they moved to. Without bwrap

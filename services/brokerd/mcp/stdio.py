@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import anyio
 
 from bxcore import aio
-from services.brokerd import mcp_wire
+from services.brokerd.mcp import wire as mcp_wire
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream

@@ -24,8 +24,8 @@ BX_INSIDE = "/run/bx"
 PROXY_INSIDE = f"{BX_INSIDE}/proxy.sock"
 BRIDGE_INSIDE = f"{BX_INSIDE}/mcp_bridge.py"
 BRIDGE_PORT = 3128  # on the sandbox's own loopback: no other process shares it
-BRIDGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mcp_bridge.py")
-LAUNCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mcp_launch.py")
+BRIDGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "inside", "bridge.py")
+LAUNCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "inside", "launch.py")
 #: A root brokerd's server starts as root in its namespace with these only, long enough for
 #: `mcp_bridge --user` to seal user namespaces and become the tool user (no capability left).
 BECOME_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_SYS_RESOURCE")

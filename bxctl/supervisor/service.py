@@ -1,8 +1,8 @@
 """One supervised service (SPEC §13), and what the supervisor does to one service's processes:
 its output copied into its log, the `ping` that says it is ready, its stop (SIGTERM to its
 process group, the grace, then SIGKILL, all of it even when cancelled), and the sweep of what
-exited services left running outside their groups. When each is done is `bxctl.supervisor`'s
-to say, by `bxctl.lifecycle`'s table.
+exited services left running outside their groups. When each is done is `bxctl.supervisor.runner`'s
+to say, by `bxctl.supervisor.lifecycle`'s table.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from bxcore.config import Config
 from bxcore.errors import SETUP_ERROR_EXIT
 from bxcore.home import SOCKETS, Home
 from bxcore.messages import Ping, Pong, ServiceInfo, ServiceState
-from bxctl.lifecycle import ServiceLife
-from bxctl.logs import RotatingLog
-from bxctl.specs import ServiceSpec
+from bxctl.supervisor.lifecycle import ServiceLife
+from bxctl.supervisor.logs import RotatingLog
+from bxctl.supervisor.specs import ServiceSpec
 
 PROBE_TRY_S = 1.0  # one ping's wait for a service that is starting, before a fresh socket
 PROBE_RECONNECT_MS = 5  # how often a probe tries to connect to a service not yet bound

@@ -16,7 +16,7 @@ import anyio
 
 from bxcore import aio
 from services.brokerd.core.records import Entry, Head
-from services.brokerd.ledger import Ledger, LedgerState, LedgerUnavailable
+from services.brokerd.ledger.file import Ledger, LedgerState, LedgerUnavailable
 
 log = logging.getLogger(__name__)
 

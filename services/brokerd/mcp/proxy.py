@@ -18,7 +18,7 @@ import anyio
 import anyio.abc
 from anyio.abc import SocketAttribute
 
-from services.brokerd.fetch_proxy import (
+from services.brokerd.sandbox.fetch_proxy import (
     Connector,
     Refused,
     Resolver,

@@ -25,10 +25,11 @@ from bxcore.atomic import write_atomically
 from bxcore.config_mcp import McpServer
 from bxcore.home import Home
 from bxcore.mcp_tools import DefinitionError, ToolDef, canonical, tool_def
-from services.brokerd import mcp_sandbox, mcp_stdio
 from services.brokerd.core.bwrap import Host
-from services.brokerd.mcp_proxy import HostsProxy
-from services.brokerd.mcp_stdio import ServerPipe
+from services.brokerd.mcp import sandbox as mcp_sandbox
+from services.brokerd.mcp import stdio as mcp_stdio
+from services.brokerd.mcp.proxy import HostsProxy
+from services.brokerd.mcp.stdio import ServerPipe
 
 log = logging.getLogger(__name__)
 

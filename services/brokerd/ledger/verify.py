@@ -24,8 +24,8 @@ from typing import BinaryIO
 
 from services.brokerd.core.chain import ChainReport
 from services.brokerd.core.records import MAX_LINE_BYTES, Head
-from services.brokerd.index import START, Mark
-from services.brokerd.ledger_scan import mismatch, scan
+from services.brokerd.ledger.index import START, Mark
+from services.brokerd.ledger.scan import mismatch, scan
 
 #: Read this much at a time: large enough that the per-block costs vanish, small enough to
 #: keep memory flat (measured at 1M records: 256 KiB to 16 MiB all within the noise, ~3 s).

@@ -1,14 +1,13 @@
 """The supervisor (SPEC §13): starts a home's services in order, each in its own process group,
-restarts them as `bxctl.lifecycle`'s table says, and answers `supervisor_status`, `_restart`
-and `_stop` on the `supervisor` socket. `python -m bxctl.supervisor --home DIR` (what `bxctl
-up` starts, detached), or `Supervisor.run` inside `bxctl up --foreground`. No child outlives
-it: every stop is SIGTERM to the group, the grace, then SIGKILL, in a shielded scope; and as
-a child subreaper it adopts whatever a service's processes leave behind outside its group (a
-sandbox in a session of its own), and stops and reaps it before it calls the service exited.
-Each state change is also written to `{run}/services.json` (`bxcore.service_states`). What
-is done to one service's processes (its log, its probe, its stop, its leftovers) is
-`bxctl.supervised`'s; when it is done is decided here.
-"""
+restarts them as `bxctl.supervisor.lifecycle`'s table says, and answers `supervisor_status`,
+`_restart` and `_stop` on the `supervisor` socket. `python -m bxctl.supervisor.runner --home
+DIR` (what `bxctl up` starts, detached), or `Supervisor.run` inside `bxctl up --foreground`. No
+child outlives it: every stop is SIGTERM to the group, the grace, then SIGKILL, in a shielded
+scope; and as a child subreaper it adopts whatever a service's processes leave behind outside
+its group (a sandbox in a session of its own), and stops and reaps it before it calls the
+service exited. Each state change is also written to `{run}/services.json`
+(`bxcore.service_states`). What is done to one service's processes (its log, its probe, its
+stop, its leftovers) is `bxctl.supervisor.service`'s; when it is done is decided here."""
 
 from __future__ import annotations
 
@@ -46,12 +45,12 @@ from bxcore.messages import (
 from bxcore.router import Router
 from bxcore.routes import Refusal, Route, Routes
 from bxcore.sockets import SupervisorAnswer, SupervisorRequest
-from bxctl import held
-from bxctl.lifecycle import POLICY, Action, Event, Policy, step
-from bxctl.logs import RotatingLog
-from bxctl.pidfile import GRACE_S, Box
-from bxctl.specs import ServiceSpec, parse_specs
-from bxctl.supervised import LEFTOVER_GRACE_S, Service, describe_exit, stop_leftovers
+from bxctl.supervisor import held
+from bxctl.supervisor.lifecycle import POLICY, Action, Event, Policy, step
+from bxctl.supervisor.logs import RotatingLog
+from bxctl.supervisor.pidfile import GRACE_S, Box
+from bxctl.supervisor.service import LEFTOVER_GRACE_S, Service, describe_exit, stop_leftovers
+from bxctl.supervisor.specs import ServiceSpec, parse_specs
 
 log = logging.getLogger("supervisor")
 
@@ -168,7 +167,7 @@ class Supervisor:
 
     async def start_all(self) -> None:
         """Start each service once the one before it runs (or has failed): brokerd first.
-        Their processes are all started at once, held until their turn (`bxctl.held`)."""
+        Their processes are all started at once, held until their turn (`bxctl.supervisor.held`)."""
         async with self._owner:  # the owner's restarts wait until the box is up
             try:
                 for service in self.services.values():
@@ -322,7 +321,7 @@ class Supervisor:
                 self.apply(service, Event.NOT_READY)
 
     async def _stop_leftovers(self, service: Service | None) -> None:
-        """`bxctl.supervised.stop_leftovers`, as a child subreaper only (else nothing is
+        """`bxctl.supervisor.service.stop_leftovers`, as a child subreaper only (else nothing is
         ours), and never while a service's process is being started."""
         if not self._adopts:
             return
@@ -394,7 +393,7 @@ class Supervisor:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="bxctl.supervisor", description=__doc__)
+    parser = argparse.ArgumentParser(prog="bxctl.supervisor.runner", description=__doc__)
     parser.add_argument("--home", metavar="DIR", help="the home folder (else $BX_HOME)")
     parser.add_argument(
         "--service",

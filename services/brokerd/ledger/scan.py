@@ -30,7 +30,7 @@ from services.brokerd.core.records import (
     line_hash,
     parse_line,
 )
-from services.brokerd.index import START, Mark, Where
+from services.brokerd.ledger.index import START, Mark, Where
 
 _BLOCK = 64 * 1024
 

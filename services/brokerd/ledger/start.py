@@ -18,9 +18,9 @@ from pathlib import Path
 
 from bxcore import witness as witnesses
 from services.brokerd.core.records import Head
-from services.brokerd.index import START, Index, IndexError_, Mark
-from services.brokerd.ledger_scan import Scan, mismatch, scan
-from services.brokerd.verify import walk_fast
+from services.brokerd.ledger.index import START, Index, IndexError_, Mark
+from services.brokerd.ledger.scan import Scan, mismatch, scan
+from services.brokerd.ledger.verify import walk_fast
 
 INDEX_FILE = "index.sqlite3"
 

@@ -22,7 +22,6 @@ from pathlib import Path
 from types import TracebackType
 
 from bxcore import disk
-from services.brokerd import ledger_start
 from services.brokerd.core.records import (
     GENESIS,
     CallRecords,
@@ -34,9 +33,10 @@ from services.brokerd.core.records import (
     line_hash,
     recovered,
 )
-from services.brokerd.index import INDEXED, START, Index, Mark, Where
-from services.brokerd.ledger_head import HEAD_FILE, read_confirmed, write_confirmed
-from services.brokerd.ledger_scan import (
+from services.brokerd.ledger import start as ledger_start
+from services.brokerd.ledger.head import HEAD_FILE, read_confirmed, write_confirmed
+from services.brokerd.ledger.index import INDEXED, START, Index, Mark, Where
+from services.brokerd.ledger.scan import (
     INDEX_ERRORS,
     LedgerUnavailable,
     cause,
@@ -45,7 +45,7 @@ from services.brokerd.ledger_scan import (
     read_named,
     tail,
 )
-from services.brokerd.ledger_start import INDEX_FILE
+from services.brokerd.ledger.start import INDEX_FILE
 
 __all__ = [
     "HEAD_FILE",

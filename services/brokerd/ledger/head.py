@@ -12,7 +12,7 @@ from pathlib import Path
 
 from bxcore.atomic import write_atomically
 from services.brokerd.core.records import Head
-from services.brokerd.index import Mark
+from services.brokerd.ledger.index import Mark
 
 HEAD_FILE = "head.json"
 
