@@ -25,6 +25,7 @@ from bxcore.config import ConfigError, load_config, parse_config, toml_value
 from bxcore.config_mcp import valid_server_name
 from bxcore.home import Home
 from bxcore.mcp_host import not_found, resolve_program
+from bxcore.visible import visible
 from bxctl import mcp_npm, mcp_pypi
 from bxctl.mcp_install import InstallError
 from bxctl.output import fail, say
@@ -40,8 +41,10 @@ def render_entry(
     env: Mapping[str, str] | None = None,
     note: str | None = None,
 ) -> str:
-    """The `[[mcp]]` table, with the keys it needs only; `note` is a comment above it."""
-    lines = [f"# {note}"] if note else []
+    """The `[[mcp]]` table, with the keys it needs only; `note` is a comment above it, kept to
+    one line (`visible`): a newline in an argument the owner pasted, or in the version a
+    package's own package.json gives, would end the comment and write TOML of its own."""
+    lines = [f"# {visible(note)}"] if note else []
     lines += ["[[mcp]]", f"name = {toml_value(name)}", f"command = {toml_value(list(command))}"]
     for key, values in (("paths", paths), ("ro_paths", ro_paths), ("hosts", hosts)):
         if values:
