@@ -190,3 +190,16 @@ def test_a_maps_key_is_a_target_the_owner_must_have_given(short_tmp: Path) -> No
         done = call(daemon, "words-5", "s-2", SHARE, mine)
         assert isinstance(done, Done) and done.ok, done
     assert "mallory" not in (shared / "shared.jsonl").read_text()
+
+
+def test_a_path_that_only_looks_like_the_owners_asks(brokerd: Daemon) -> None:
+    """The owner named `week 3.md`; `week\u00a03.md` (a no-break space) is another file."""
+    home, session = brokerd.home, "words-6"
+    mine = home / "workspace" / "week 3.md"
+    assert isinstance(give(brokerd, session, 1, f'summarise my mail into "{mine}"'), WordsKept)
+    untrusted(brokerd, session)
+    alike = str(mine).replace(" ", "\u00a0")
+    asked = call(brokerd, session, "w-1", "write_file", args(path=alike, content="x"))
+    assert isinstance(asked, Pending), asked
+    written = call(brokerd, session, "w-2", "write_file", args(path=str(mine), content="x"))
+    assert isinstance(written, Done) and written.ok, written

@@ -21,6 +21,10 @@ from decimal import Decimal, InvalidOperation
 #: people name (addresses, paths, handles, amounts).
 OPENING = "\"'`([{<“‘«„"
 CLOSING = "\"'`)]}>.,;:!?”’»"
+#: The white space a value's phrase may have between its tokens. Any other (a no-break or
+#: ideographic space, a line separator, a carriage return, `\x1c`) splits a string as well,
+#: but the value is then another string than the one the owner typed, though it looks alike.
+TYPED_SPACE = " \t\n"
 #: How much of the owner's words a session keeps for matching: the newest messages win.
 MAX_WORDS = 256 * 1024  # characters
 
@@ -118,6 +122,8 @@ class Words:
         pieces = value.split()
         if not pieces or value != value.strip():
             return False  # empty, or white space around it: no token anyone typed
+        if any(char.isspace() and char not in TYPED_SPACE for char in value):
+            return False  # `week\u00a03.md`, `week\r3.md`: another name than `week 3.md`
         first = folded(pieces[0])
         rest = [folded(piece) for piece in pieces[1:]]
         for start in self._where.get(first, ()):
