@@ -3,7 +3,8 @@
 Nothing reaches the home before the whole archive is checked: every member a regular file in
 a place a backup takes (`backup_archive`), each one named by the manifest with its size and
 SHA-256 and none missing; the ledger a whole chain ending exactly at the manifest's head,
-holding every witnessed head and brokerd's confirmed one; the notes a sound SQLite file. The
+holding every witnessed head and brokerd's confirmed one; every session label at least what
+the ledger raised it to; the notes a sound SQLite file. The
 members are written into a folder beside the home, checked there, and the folder is renamed
 to the home; `bxctl init` then adds what the archive does not hold (new keys and console
 token, unless it holds them; the run, logs and workspace folders), never a starter grant.
@@ -21,10 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bxcore import witness
+from bxcore.errors import one_line
 from bxcore.home import Home
+from bxcore.labels import SESSION_DEFAULT
 from bxctl.backup_archive import (
     ALL_FOLDERS,
     HEAD,
+    LABELS,
     LEDGER,
     MANIFEST,
     MEMORY,
@@ -36,7 +40,15 @@ from bxctl.backup_archive import (
 )
 from bxctl.init import init_home
 from services.brokerd.core.records import Head
-from services.brokerd.face import LedgerUnreadable, Mark, held, read_confirmed, verify_file
+from services.brokerd.face import (
+    LedgerUnreadable,
+    Mark,
+    decode_label,
+    held,
+    reached,
+    read_confirmed,
+    verify_file,
+)
 
 MANIFEST_LIMIT = 64 * 1024 * 1024  # no manifest of a real home comes near it
 BLOCK = 1024 * 1024
@@ -60,6 +72,7 @@ def restore_backup(archive: Path, home: Home) -> Restored:
     try:
         manifest = _unpack(archive, stage)
         _check_ledger(stage, manifest)
+        _check_labels(stage, manifest)
         _check_memory(stage)
         if root.exists():
             root.rmdir()  # empty, checked above
@@ -191,6 +204,28 @@ def _check_ledger(stage: Path, manifest: Manifest) -> None:
         raise ArchiveRefused(str(error)) from None
     if confirmed is not None and confirmed != head:
         raise ArchiveRefused("the archive's audit/head.json is not its manifest's head: tampered")
+
+
+def _check_labels(stage: Path, manifest: Manifest) -> None:
+    """Every session the ledger raised must have a label file at least that high: the files
+    are not in the chain, so an archive whose ledger is the owner's (its head the one the
+    owner kept) could otherwise bring a session back trusted that had read untrusted content
+    (SPEC I3). A missing file reads as a new session's label, which is the lowest."""
+    if manifest.head.head.seq == 0:
+        return
+    for session, label in sorted(reached(stage / LEDGER).items()):
+        name = f"{LABELS}/{session}.json"
+        restored = SESSION_DEFAULT
+        if name in manifest.files:
+            try:
+                restored = decode_label((stage / name).read_bytes())
+            except ValueError as error:
+                raise ArchiveRefused(f"{name} is not a label: {one_line(error)}") from None
+        if not label.at_most(restored):
+            raise ArchiveRefused(
+                f"the archive's label of session {session!r} ({restored!r}) is lower than its "
+                f"ledger raised it to ({label!r}): tampered"
+            )
 
 
 def _mark(seen: witness.Seen) -> Mark:

@@ -127,3 +127,56 @@ def test_a_ledger_that_does_not_verify_is_never_backed_up(short_tmp: Path) -> No
     assert "line 4: prev does not match the hash of line 3" in refused.stderr, refused.stderr
     assert not (short_tmp / "bad.tar.gz").exists()
     assert sorted(p.name for p in short_tmp.iterdir()) == ["good.tar.gz", "h"]
+
+
+def test_a_label_lower_than_its_ledger_raised_it_is_refused(short_tmp: Path) -> None:
+    """The labels are not in the chain: an archive whose ledger (and head) are the owner's,
+    with a label file dropped or lowered and the manifest sealed again, would bring back
+    trusted a session that read untrusted content."""
+    import hashlib
+    import io
+    import tarfile
+
+    from bxcore.labels import DataClass, Label
+    from services.brokerd.core import records
+    from services.brokerd.ledger import Ledger
+    from services.brokerd.state import StateStore
+
+    home, archive = short_tmp / "h", short_tmp / "a.tar.gz"
+    assert bxctl(home, "init").returncode == 0
+    trusted, tainted = Label(DataClass.PRIVATE, False), Label(DataClass.PRIVATE, True)
+    StateStore(home / "state" / "broker").raise_("chat-1", trusted, tainted)
+    ledger = Ledger.open(home / "audit" / "ledger.jsonl", now_ms=lambda: 0)
+    ledger.append(*records.started(pid=1, version="t"))
+    ledger.append(*records.raised(session="chat-1", from_=trusted, to=tainted))
+    ledger.close()
+    assert bxctl(home, "backup", str(archive)).returncode == 0
+    assert bxctl(short_tmp / "good", "restore", str(archive)).returncode == 0
+
+    label = "state/broker/chat-1.json"
+    lowered = json.dumps({"class": "private", "untrusted": False}).encode()
+    for n, change in enumerate([{label: lowered}, {label: None}]):
+        with tarfile.open(archive) as tar:
+            members = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}  # type: ignore[union-attr]
+        manifest = json.loads(members["backup.json"])
+        for name, data in change.items():
+            if data is None:
+                del members[name], manifest["files"][name]
+            else:
+                members[name] = data
+                digest = hashlib.sha256(data).hexdigest()
+                manifest["files"][name] = {"size": len(data), "sha256": digest}
+        members["backup.json"] = json.dumps(manifest).encode()
+        forged = short_tmp / f"forged-{n}.tar.gz"
+        with tarfile.open(forged, "w:gz") as tar:
+            for name, data in members.items():
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        refused = bxctl(short_tmp / f"bad-{n}", "restore", str(forged))
+        assert refused.returncode == 1 and refused.stderr.count("\n") == 1, refused.stderr
+        assert "the archive's label of session 'chat-1'" in refused.stderr, refused.stderr
+        assert "lower than its ledger raised it to (Label(private, untrusted)): tampered" in (
+            refused.stderr
+        )
+        assert not (short_tmp / f"bad-{n}").exists()
