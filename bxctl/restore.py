@@ -18,6 +18,7 @@ import shutil
 import sqlite3
 import tarfile
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +52,16 @@ from services.brokerd.face import (
 )
 
 MANIFEST_LIMIT = 64 * 1024 * 1024  # no manifest of a real home comes near it
+HEADER_LIMIT = 64 * 1024  # a pax or GNU long-name header; a backup's names are short
+_EXTENDED = frozenset(
+    {
+        tarfile.XHDTYPE,
+        tarfile.XGLTYPE,
+        tarfile.SOLARIS_XHDTYPE,
+        tarfile.GNUTYPE_LONGNAME,
+        tarfile.GNUTYPE_LONGLINK,
+    }
+)
 BLOCK = 1024 * 1024
 
 
@@ -84,19 +95,25 @@ def restore_backup(archive: Path, home: Home) -> Restored:
 
 
 def _unpack(archive: Path, stage: Path) -> Manifest:
-    """Every member written under `stage`, each checked against the manifest."""
+    """Every member written under `stage` as it comes, each checked against the manifest, which
+    must come first (as `bxctl backup` writes it)."""
+    manifest: Manifest | None = None
+    seen: set[str] = set()
     try:
-        with tarfile.open(archive, mode="r:*") as tar:
-            members = [m for m in tar.getmembers() if not _folder(m)]
-            names = [member_name(member.name) for member in members]
-            if len(set(names)) != len(names):
-                raise ArchiveRefused(f"{archive}: a member is there twice")
-            by_name = dict(zip(names, members, strict=True))
-            if MANIFEST not in by_name:
-                raise ArchiveRefused(f"{archive} holds no {MANIFEST}: not a boxmaker backup")
-            manifest = parse_manifest(_read(tar, by_name[MANIFEST], MANIFEST_LIMIT))
-            for name, member in by_name.items():
-                if name == MANIFEST:
+        with tarfile.open(archive, mode="r:*", tarinfo=_Header) as tar:
+            for member in _members(tar):
+                if _folder(member):
+                    continue
+                name = member_name(member.name)
+                if name in seen:
+                    raise ArchiveRefused(f"{archive}: a member is there twice")
+                seen.add(name)
+                if manifest is None:
+                    if name != MANIFEST:
+                        raise ArchiveRefused(
+                            f"{archive} does not begin with {MANIFEST}: not a boxmaker backup"
+                        )
+                    manifest = parse_manifest(_read(tar, member, MANIFEST_LIMIT))
                     continue
                 problem = member_problem(name, manifest.secrets)
                 if problem is not None:
@@ -106,12 +123,38 @@ def _unpack(archive: Path, stage: Path) -> Manifest:
                 if name not in manifest.files:
                     raise ArchiveRefused(f"{name} is not in the manifest: tampered")
                 _extract(tar, member, name, stage, manifest)
-            missing = sorted(set(manifest.files) - set(names))
-            if missing:
-                raise ArchiveRefused(f"the manifest names {missing[0]}, which is not there")
     except (tarfile.TarError, EOFError, OSError) as error:
         raise ArchiveRefused(f"cannot read the archive {archive}: {error}") from None
+    if manifest is None:
+        raise ArchiveRefused(f"{archive} holds no {MANIFEST}: not a boxmaker backup")
+    missing = sorted(set(manifest.files) - seen)
+    if missing:
+        raise ArchiveRefused(f"the manifest names {missing[0]}, which is not there")
     return manifest
+
+
+def _members(tar: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
+    """Each member in turn, none kept: tarfile's own list of those read is emptied as it goes,
+    so an archive of millions of headers (a few megabytes gzipped) costs no memory."""
+    while (member := tar.next()) is not None:
+        tar.members.clear()  # type: ignore[attr-defined]  # its list of those read (3.11)
+        yield member
+
+
+class _Header(tarfile.TarInfo):
+    """A member's header, bounded before tarfile reads it: a pax or GNU long-name header is
+    read whole into memory, so one of gigabytes (kilobytes gzipped) is refused unread, and so
+    is a sparse member, which no backup writes."""
+
+    def _proc_member(self, tar: tarfile.TarFile) -> tarfile.TarInfo:
+        if self.type in _EXTENDED and self.size > HEADER_LIMIT:
+            raise ArchiveRefused(
+                f"a member's header is {self.size} bytes, over {HEADER_LIMIT}: not an archive "
+                "bxctl backup made"
+            )
+        if self.type == tarfile.GNUTYPE_SPARSE:
+            raise ArchiveRefused("a sparse member: not an archive bxctl backup made")
+        return super()._proc_member(tar)  # type: ignore[misc, no-any-return]
 
 
 def _read(tar: tarfile.TarFile, member: tarfile.TarInfo, limit: int) -> bytes:

@@ -180,3 +180,70 @@ def test_a_label_lower_than_its_ledger_raised_it_is_refused(short_tmp: Path) -> 
             refused.stderr
         )
         assert not (short_tmp / f"bad-{n}").exists()
+
+
+def hostile(path: Path, *blocks: bytes) -> Path:
+    """A gzipped tar of `bxctl backup`'s manifest, then `blocks` as they are (headers and
+    data, each a multiple of 512 bytes), then the end of the archive."""
+    import gzip
+    import tarfile
+
+    manifest = json.dumps({**GOOD, "files": {}}).encode()
+    info = tarfile.TarInfo("backup.json")
+    info.size = len(manifest)
+    with gzip.open(path, "wb") as out:
+        out.write(info.tobuf(tarfile.USTAR_FORMAT) + manifest.ljust(512, b"\0"))
+        for block in blocks:
+            out.write(block)
+        out.write(b"\0" * 1024)
+    return path
+
+
+def test_a_header_bomb_is_refused_before_it_is_read(short_tmp: Path) -> None:
+    """tarfile reads a pax header whole: 1 MiB of one (a gigabyte would gzip as small) is
+    refused unread; so is a sparse member, and an archive that does not begin with its
+    manifest."""
+    import tarfile
+
+    pax = tarfile.TarInfo("././@PaxHeader")
+    pax.type, pax.size = tarfile.XHDTYPE, 1024 * 1024
+    sparse = tarfile.TarInfo("config.toml")
+    sparse.type = tarfile.GNUTYPE_SPARSE
+    config = tarfile.TarInfo("config.toml")
+    cases = [
+        (hostile(short_tmp / "pax.tar.gz", pax.tobuf(), b"\0" * pax.size),
+         "a member's header is 1048576 bytes, over 65536"),
+        (hostile(short_tmp / "sparse.tar.gz", sparse.tobuf(tarfile.GNU_FORMAT)),
+         "a sparse member"),
+    ]  # fmt: skip
+    late = short_tmp / "late.tar.gz"
+    with tarfile.open(late, "w:gz") as tar:
+        tar.addfile(config, None)
+    cases.append((late, "does not begin with backup.json"))
+    for n, (archive, said) in enumerate(cases):
+        refused = bxctl(short_tmp / f"h{n}", "restore", str(archive))
+        assert refused.returncode == 1 and said in refused.stderr, (archive, refused)
+        assert not (short_tmp / f"h{n}").exists()
+
+
+def test_a_flood_of_headers_costs_no_memory(short_tmp: Path) -> None:
+    """300 000 folder headers (under a megabyte gzipped) after the manifest: restore reads them
+    as they come and keeps none (tarfile's list of them held over 130 MB)."""
+    import subprocess
+    import sys
+    import tarfile
+
+    folder = tarfile.TarInfo("grants")
+    folder.type = tarfile.DIRTYPE
+    archive = hostile(short_tmp / "flood.tar.gz", folder.tobuf() * 300_000)
+    # VmHWM, the peak of this process's memory since its exec (not of the test's, forked)
+    peak = (
+        "import atexit, runpy, sys\n"
+        "atexit.register(lambda: print(open('/proc/self/status').read(), file=sys.stderr))\n"
+        f"sys.argv = ['bxctl', '--home', {str(short_tmp / 'h')!r}, 'restore', {str(archive)!r}]\n"
+        "runpy.run_module('bxctl', run_name='__main__')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", peak], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr  # a manifest naming nothing: an empty home
+    (line,) = [line for line in done.stderr.splitlines() if line.startswith("VmHWM:")]
+    assert int(line.split()[1]) < 100 * 1024, line
