@@ -52,6 +52,7 @@ from services.brokerd.face import (
 )
 
 MANIFEST_LIMIT = 64 * 1024 * 1024  # no manifest of a real home comes near it
+SPARE = 64 * 1024 * 1024  # left free when the archive is unpacked
 HEADER_LIMIT = 64 * 1024  # a pax or GNU long-name header; a backup's names are short
 _EXTENDED = frozenset(
     {
@@ -114,6 +115,7 @@ def _unpack(archive: Path, stage: Path) -> Manifest:
                             f"{archive} does not begin with {MANIFEST}: not a boxmaker backup"
                         )
                     manifest = parse_manifest(_read(tar, member, MANIFEST_LIMIT))
+                    _room(stage, manifest)
                     continue
                 problem = member_problem(name, manifest.secrets)
                 if problem is not None:
@@ -131,6 +133,19 @@ def _unpack(archive: Path, stage: Path) -> Manifest:
     if missing:
         raise ArchiveRefused(f"the manifest names {missing[0]}, which is not there")
     return manifest
+
+
+def _room(stage: Path, manifest: Manifest) -> None:
+    """The members' sizes, as the manifest says (each member is held to its size), must fit
+    in the space free beside the home, with `SPARE` left over: an archive of a few megabytes
+    may unpack to terabytes of zeros, and a full disk would stop the boxes writing there."""
+    needed = sum(entry.size for entry in manifest.files.values())
+    free = shutil.disk_usage(stage).free
+    if needed + SPARE > free:
+        raise ArchiveRefused(
+            f"the archive unpacks to {needed} bytes, and {free} are free beside the home "
+            f"({SPARE} kept spare)"
+        )
 
 
 def _members(tar: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:

@@ -247,3 +247,24 @@ def test_a_flood_of_headers_costs_no_memory(short_tmp: Path) -> None:
     assert done.returncode == 0, done.stderr  # a manifest naming nothing: an empty home
     (line,) = [line for line in done.stderr.splitlines() if line.startswith("VmHWM:")]
     assert int(line.split()[1]) < 100 * 1024, line
+
+
+def test_an_archive_larger_than_the_free_space_is_refused_before_it_is_unpacked(
+    short_tmp: Path,
+) -> None:
+    """A member of a petabyte (zeros gzip a thousand to one): refused on the manifest's word,
+    before a byte of it is written."""
+    import io
+    import tarfile
+
+    huge = {**GOOD, "files": {"config.toml": {"size": 2**50, "sha256": "a" * 64}}}
+    manifest = json.dumps(huge).encode()
+    archive = short_tmp / "huge.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        info = tarfile.TarInfo("backup.json")
+        info.size = len(manifest)
+        tar.addfile(info, io.BytesIO(manifest))
+    refused = bxctl(short_tmp / "h", "restore", str(archive))
+    assert refused.returncode == 1, refused
+    assert f"the archive unpacks to {2**50} bytes, and " in refused.stderr, refused.stderr
+    assert sorted(p.name for p in short_tmp.iterdir()) == ["huge.tar.gz"]
