@@ -28,7 +28,8 @@ def own_places(home: Home, config: Config) -> OwnPlaces:
         endpoint = config.sockets.endpoint(socket, home)
         if endpoint.startswith("ipc://"):
             closed.append(Path(endpoint[len("ipc://") :]))
-    return OwnPlaces(_both(closed), _both([home.workspace]))
+    code = _both([install, Path(sys.prefix), home.mcp])  # read by servers, written by none
+    return OwnPlaces(_both(closed), _both([home.workspace]), code)
 
 
 def _both(paths: list[Path]) -> tuple[str, ...]:
