@@ -29,6 +29,7 @@ from bxcore.visible import visible
 from bxctl import mcp_npm, mcp_pypi
 from bxctl.mcp_install import InstallError
 from bxctl.output import fail, say
+from services.brokerd.face import binds_problem, own_places
 
 
 def render_entry(
@@ -111,10 +112,10 @@ def add(
     if not home.config.exists():
         fail(f"there is no {home.config}: run `bxctl init` first")
     try:
-        servers = load_config(home.config).mcp
+        config = load_config(home.config)
     except ConfigError as error:
         fail(f"config.toml must be mended first: {error}")
-    if any(server.name == name for server in servers):
+    if any(server.name == name for server in config.mcp):
         fail(f"config.toml has an [[mcp]] entry named {name!r} already")
     rw = list(path or [])
     ro = list(ro_path or [])
@@ -135,6 +136,9 @@ def add(
         parse_config(new, str(home.config))
     except ConfigError as error:
         fail(str(error))
+    problem = binds_problem(own_places(home, config), rw, [*ro_installed, *ro])
+    if problem is not None:
+        fail(f"not added: {problem} (brokerd would not start it)")
     write_atomically(home.config, new, mode=home.config.stat().st_mode & 0o777)
     say(f"added [[mcp]] {name} to {home.config}:")
     for line in block.splitlines():

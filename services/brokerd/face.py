@@ -20,7 +20,7 @@ from services.brokerd.index import START, Mark
 from services.brokerd.ledger_head import HEAD_FILE, read_confirmed, write_confirmed
 from services.brokerd.ledger_labels import reached
 from services.brokerd.ledger_scan import lines_backwards
-from services.brokerd.own import own_places
+from services.brokerd.own import binds_problem, own_places
 from services.brokerd.state import decode_label
 from services.brokerd.verify import LedgerUnreadable, Progress, held, verify_file
 
@@ -33,6 +33,7 @@ __all__ = [
     "Mark",
     "Progress",
     "add_grant",
+    "binds_problem",
     "decode_label",
     "held",
     "lines_backwards",

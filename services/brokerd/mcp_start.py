@@ -29,6 +29,7 @@ from services.brokerd import mcp_sandbox, mcp_stdio
 from services.brokerd.core.view import OwnPlaces
 from services.brokerd.mcp_proxy import HostsProxy
 from services.brokerd.mcp_stdio import ServerPipe
+from services.brokerd.own import binds_problem
 from services.brokerd.sandbox import Host
 
 log = logging.getLogger(__name__)
@@ -167,16 +168,9 @@ class Launcher:
         any of them (a server could grant itself anything, or plant code brokerd runs);
         read-only, all but the installation (the keys, the ledger, the sockets). The workspace
         is the agent's. Each path as written and as resolved: bwrap binds what a link names."""
-        binds = [(p, False) for p in server.paths] + [(p, True) for p in server.ro_paths]
-        for bound, read_only in binds:
-            forms = dict.fromkeys((bound, os.path.realpath(bound)))
-            shown = (self._own.shown_by(form, read_only=read_only) for form in forms)
-            place = next((place for place in shown if place is not None), None)
-            if place is not None:
-                raise StartFailed(
-                    f"its path {bound} would show boxmaker's own {place}, which no tool may "
-                    "reach: name a folder outside it, or in the workspace"
-                )
+        problem = binds_problem(self._own, server.paths, server.ro_paths)
+        if problem is not None:
+            raise StartFailed(problem)
 
     def _seccomp_file(self) -> str | None:
         """`{home}/run/mcp-seccomp.bpf`: the sandbox's filter (`core.seccomp`) for

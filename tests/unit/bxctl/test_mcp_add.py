@@ -104,3 +104,19 @@ def test_an_argument_with_a_newline_adds_one_server_only(short_tmp: Path) -> Non
     assert added.returncode == 0, added.stderr
     (server,) = load_config(home / "config.toml").mcp
     assert server.name == "time" and server.command[1:] == (SMUGGLED,)
+
+
+def test_a_path_that_would_show_the_box_itself_is_not_added(short_tmp: Path) -> None:
+    """A README's `… /home/me` holds the home: brokerd would not start the server (its keys,
+    grants and sockets are no tool's), so `add` says so and writes nothing."""
+    home = init_home(short_tmp / "h")
+    before = (home / "config.toml").read_bytes()
+    keys = ["--ro-path", str(home / "keys"), "--", "mcp-server-time"]
+    for args in (["--", "mcp-server-time", str(short_tmp)], keys):
+        done = bxctl(home, "mcp", "add", "time", *args)
+        assert done.returncode == 1, done
+        assert "not added: its path " in done.stderr and "would show boxmaker's own" in done.stderr
+    assert (home / "config.toml").read_bytes() == before
+    work = home / "workspace" / "notes"
+    work.mkdir()
+    assert bxctl(home, "mcp", "add", "time", "--", "mcp-server-time", str(work)).returncode == 0
