@@ -16,6 +16,8 @@ from types import MappingProxyType
 from typing import Any
 
 from bxcore.config_keys import KEYS, SECTIONS, Key, Kind, default, show, show_name
+from bxcore.config_matrix import EXAMPLE as MATRIX_EXAMPLE
+from bxcore.config_matrix import MATRIX_KEYS, MatrixConfig, TableError, parse_matrix
 from bxcore.config_mcp import EXAMPLE, MCP_KEYS, EntryError, McpServer, parse_mcp_entries
 from bxcore.home import SOCKETS, Home
 
@@ -116,6 +118,7 @@ class Config:
     console: ConsoleConfig = field(default_factory=ConsoleConfig)
     sockets: SocketsConfig = field(default_factory=SocketsConfig)
     mcp: tuple[McpServer, ...] = ()  # the [[mcp]] entries (§18.1), in the file's order
+    matrix: MatrixConfig | None = None  # the phone channel (§21.1); None: no channel
 
 
 SECTION_CLASSES: Mapping[str, type[Any]] = MappingProxyType(
@@ -154,6 +157,9 @@ def parse_config(text: bytes, source: str = "config.toml") -> Config:
         if section == "mcp":
             sections["mcp"] = _mcp(body, source)
             continue
+        if section == "matrix":
+            sections["matrix"] = _matrix(body, source)
+            continue
         if section not in SECTIONS:
             raise ConfigError(f"{where}: unknown section")
         if not isinstance(body, dict):
@@ -177,6 +183,16 @@ def _mcp(body: Any, source: str) -> tuple[McpServer, ...]:
     try:
         return parse_mcp_entries(body, check)
     except EntryError as error:
+        raise ConfigError(f"{source}: {error}") from None
+
+
+def _matrix(body: Any, source: str) -> MatrixConfig:
+    def check(key: Key, value: Any, where: str) -> Any:
+        return _value(key, value, f"{source}: {where}")
+
+    try:
+        return parse_matrix(body, check)
+    except TableError as error:
         raise ConfigError(f"{source}: {error}") from None
 
 
@@ -336,12 +352,19 @@ def render_config(commented: bool = True) -> str:
                 lines += ["", *_wrap(key.help)]
                 lines += [(lead + line).rstrip() for line in setting.split("\n")]
     lines += ["", *_wrap(_MCP_ABOUT), "#", EXAMPLE]  # always commented: there is no default
+    lines += ["", *_wrap(_MATRIX_ABOUT), "#", MATRIX_EXAMPLE]
     return "\n".join(lines) + "\n"
 
 
 _MCP_ABOUT = (
     "MCP servers: one [[mcp]] entry each; their tools are offered to the model "
     "only once the owner trusts them (`bxctl mcp trust NAME`). See docs/mcp.md."
+)
+
+
+_MATRIX_ABOUT = (
+    "The owner's phone (SPEC §21): with a [matrix] table gatewayd is a Matrix client in one "
+    "room, end-to-end encrypted. See docs/matrix.md."
 )
 
 
@@ -380,14 +403,29 @@ def config_reference_markdown() -> str:
         "Each MCP server is one `[[mcp]]` table (SPEC §18.1, docs/mcp.md); there are none by",
         'default. A problem names the entry (`[[mcp]] "git" paths: ...`).',
         "",
-        "| key | default | values | what it does |",
-        "|---|---|---|---|",
+        *_entry_table(MCP_KEYS),
     ]
-    for key in MCP_KEYS:
-        shown = "(required)" if key.default is None else f"`{toml_value(key.default)}`"
-        cells = [f"`{key.name}`", shown, key.check.allowed, key.help]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    lines += [
+        "",
+        "## The `[matrix]` table",
+        "",
+        "The owner's phone channel (SPEC §21, docs/matrix.md); no table, no channel. A table",
+        "must name the keys marked required.",
+        "",
+        *_entry_table(MATRIX_KEYS),
+    ]
     for key in KEYS:
         if isinstance(key.default, str) and "\n" in key.default:
             lines += ["", f"## The default `{key.name}`", "", "```text", key.default, "```"]
     return "\n".join(lines) + "\n"
+
+
+def _entry_table(keys: tuple[Key, ...]) -> list[str]:
+    """The reference's table of a table's own keys (`[[mcp]]`, `[matrix]`), required ones so
+    marked."""
+    lines = ["| key | default | values | what it does |", "|---|---|---|---|"]
+    for key in keys:
+        shown = "(required)" if key.default is None else f"`{toml_value(key.default)}`"
+        cells = [f"`{key.name}`", shown, key.check.allowed, key.help]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return lines

@@ -179,6 +179,18 @@ class Home:
         """The virtual environment pip installed server `server`'s package in (issue 27)."""
         return self.mcp / "venv" / _name("server", server)
 
+    @property
+    def matrix(self) -> Path:
+        """`{home}/matrix/` (0700): the phone channel's crypto store, sync position, threads
+        and cards (SPEC §21.1); only gatewayd reads or writes it."""
+        return self.root / "matrix"
+
+    def ensure_matrix(self) -> Path:
+        """`{home}/matrix/`, made 0700 if missing; one that is not a private folder of ours
+        is refused (`HomeError`)."""
+        _ensure_private_folder(self.matrix)
+        return self.matrix
+
     def mcp_pins(self, server: str) -> Path:
         return self.mcp / f"{_name('server', server)}.pins.json"
 

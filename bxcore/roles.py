@@ -56,6 +56,17 @@ _TARGET_WORDS = frozenset(
 #: `format` values (JSON Schema) that name a place or a party.
 _TARGET_FORMATS = frozenset({"email", "idn-email", "uri", "iri", "uri-reference", "hostname"})
 _DATE_FORMATS = frozenset({"date", "date-time", "time", "duration"})
+#: Words of an argument's name, and `format` values, that say the value is a web address:
+#: a tool given one reaches the network, and the address's path and query carry data out.
+_ADDRESS_WORDS = frozenset(
+    {
+        "url", "urls", "uri", "uris", "link", "links", "href", "website", "webpage",
+        "endpoint", "host", "hostname", "domain",
+    }
+)  # fmt: skip
+_ADDRESS_FORMATS = frozenset(
+    {"uri", "iri", "uri-reference", "iri-reference", "hostname", "idn-hostname"}
+)
 _WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
 
 
@@ -90,6 +101,25 @@ def _propose_one(name: str, schema: Mapping[str, Any]) -> Role:
     if schema.get("type") == "boolean" or form in _DATE_FORMATS or words & _CONTENT_WORDS:
         return Role.CONTENT
     return Role.TARGET
+
+
+def names_an_address(input_schema: Mapping[str, Any]) -> str | None:
+    """The first top-level argument of a tool's inputSchema that takes a web address or a
+    host (a `uri` or `hostname` format, or such a word in its name: `url`, `link`, `host`…),
+    or None. A tool
+    that has one reaches the network with what the caller puts in it (the path and query of
+    an address carry data out, as `http_fetch`'s do), whatever the owner's grant calls it: a
+    reader granted as a source is then decided as a consequential call (§20, issue 24)."""
+    properties = input_schema.get("properties")
+    if not isinstance(properties, Mapping):
+        return None
+    for name, schema in properties.items():
+        if not isinstance(name, str):
+            continue
+        form = schema.get("format") if isinstance(schema, Mapping) else None
+        if form in _ADDRESS_FORMATS or set(words_of(name)) & _ADDRESS_WORDS:
+            return name
+    return None
 
 
 def arguments_of(input_schema: Mapping[str, Any]) -> tuple[str, ...]:

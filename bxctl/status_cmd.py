@@ -12,11 +12,11 @@ import os
 import pwd
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from bxcore import disk, mcp_state
+from bxcore import disk, matrix_report, mcp_state
 from bxcore.config import ConfigError, load_config
 from bxcore.console_link import console_served
 from bxcore.home import Home
@@ -67,6 +67,7 @@ def status(
     mcp = mcp_cmds.server_rows(home) if _has_mcp(home) else []
     tokens = tokens_view.today(home, report.services)
     served = console_served(home, report.services)
+    matrix = _matrix(home, report) if _has_matrix(home) else None
     if as_json:
         print_json(
             {
@@ -81,6 +82,7 @@ def status(
                 "ledger": None if ledger is None else ledger.json(),
                 "disks": disk_json(disks),
                 "tokens": tokens_view.tokens_json(tokens),
+                "matrix": _matrix_json(home, matrix),
                 "warnings": warnings,
             }
         )
@@ -105,6 +107,8 @@ def status(
                 say(f"MCP server {row['name']}: {row['problem']}", style="red")
             for warning in row["warnings"]:
                 say(f"MCP server {row['name']} {warning}", style="yellow")
+        if matrix is not None:
+            say(matrix[0], style=matrix[1] or None)
         if served is not None:
             show_moved(served)
             say(console_hint(served))
@@ -128,6 +132,33 @@ def home_disks(home: Home) -> list[disk.Disk]:
             ("the logs", home.logs),
         ]
     )
+
+
+GATEWAYD_DOWN = "matrix: gatewayd is not running"
+
+
+def _matrix(home: Home, report: SupervisorReport) -> tuple[str, str] | None:
+    """The phone channel's line, while gatewayd runs (a report it left behind says nothing)."""
+    gatewayd = next((info for info in report.services if info.name == "gatewayd"), None)
+    if gatewayd is None:
+        return None
+    if gatewayd.state is not ServiceState.RUNNING:
+        return GATEWAYD_DOWN, "yellow"
+    return matrix_report.read_line(home)
+
+
+def _matrix_json(home: Home, line: tuple[str, str] | None) -> dict[str, Any] | None:
+    """What gatewayd reported of the channel, while it runs; else None."""
+    if line is None or line[0] == GATEWAYD_DOWN:
+        return None
+    return matrix_report.read(home)
+
+
+def _has_matrix(home: Home) -> bool:
+    try:
+        return load_config(home.config).matrix is not None
+    except ConfigError:
+        return False
 
 
 def _has_mcp(home: Home) -> bool:

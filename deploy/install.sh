@@ -210,6 +210,9 @@ folder boxmaker-memory:boxmaker-memory 0700 "$HOME_DIR/memory"
 # witness: the newest ledger head the owner's side saw, out of brokerd's reach. Sticky:
 # gatewayd and the owner each replace only their own file.
 folder root:boxmaker-owner 3770 "$HOME_DIR/witness"
+# matrix: the phone channel's crypto store, sync position and memo (docs/matrix.md):
+# gatewayd's alone, and 0700 (gatewayd refuses it otherwise).
+folder boxmaker-gateway:boxmaker-gateway 0700 "$HOME_DIR/matrix"
 # workspace: what the starter grants name. Tools run as boxmaker-broker; the owner's group
 # can read and change what they write.
 folder boxmaker-broker:boxmaker-owner 2770 "$HOME_DIR/workspace"
@@ -225,6 +228,10 @@ install -d -o root -g root -m 0755 "$ETC_DIR"
 if [ ! -e "$ETC_DIR/loopd.env" ]; then
     install -o root -g root -m 0600 "$here/examples/loopd.env" "$ETC_DIR/loopd.env"
     step "wrote $ETC_DIR/loopd.env (for the model's API key)"
+fi
+if [ ! -e "$ETC_DIR/gatewayd.env" ]; then
+    install -o root -g root -m 0600 "$here/examples/gatewayd.env" "$ETC_DIR/gatewayd.env"
+    step "wrote $ETC_DIR/gatewayd.env (for the phone channel's Matrix access token)"
 fi
 
 install -o root -g root -m 0644 "$here/tmpfiles.d/boxmaker.conf" /etc/tmpfiles.d/boxmaker.conf

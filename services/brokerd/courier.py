@@ -31,11 +31,13 @@ from bxcore.tools import BROKERED, Mount, Runner
 from services.brokerd import child, limits, sandbox
 from services.brokerd.cgroup import Cgroups, Slot
 from services.brokerd.child import Finished, Hold
+from services.brokerd.core import bwrap
+from services.brokerd.core.bwrap import Confined, Host
 from services.brokerd.core.mcp_args import McpArgs
 from services.brokerd.core.policy import Allowed
 from services.brokerd.fetch_proxy import OneTunnel
 from services.brokerd.mcp_runner import McpRunner
-from services.brokerd.sandbox import Confined, Host, Unconfinable
+from services.brokerd.sandbox import Unconfinable
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +172,7 @@ class Courier:
             return Result.failed(f"sandbox unavailable: {self.host.problem}")
         timeout = self._timeout(spec.mount)
         bound: int | None = None
-        found: tuple[sandbox.Layer, ...] = ()
+        found: tuple[bwrap.Layer, ...] = ()
         with contextlib.ExitStack() as held:
             if self.sandboxed and spec.mount in GRANTED and allowed.winner.path:
                 try:
@@ -230,8 +232,8 @@ class Courier:
         """Run the toolkit for `call`; None when no sandbox could start (nothing ran)."""
         drop_to = self.host.drop_to
         if not self.sandboxed:
-            argv = sandbox.unconfined_command(self.host, call)
-            env = sandbox.environment(call, inside=False)
+            argv = bwrap.unconfined_command(self.host, call)
+            env = bwrap.environment(call, inside=False)
             cwd = (call.cwd or call.path) if call.mount is Mount.WORKDIR else None
             return await self._spawn(argv, stdin, timeout, env, cwd)
         with contextlib.ExitStack() as held:
@@ -270,9 +272,9 @@ class Courier:
                 log.error("cannot prepare a sandbox: %s", error)
                 return None
             call = dataclasses.replace(call, seccomp_fd=seccomp_fd, checks=checks)
-            argv = sandbox.command(self.host, call)
-            bwrap = self.host.bwrap
-            return await self._spawn(argv, stdin, timeout, {}, None, call.fds, hold, bwrap)
+            argv = bwrap.command(self.host, call)
+            program = self.host.bwrap
+            return await self._spawn(argv, stdin, timeout, {}, None, call.fds, hold, program)
 
     def _ready(self, call: Confined, pid: int) -> None:
         """While bwrap waits: the tool user mapped, when brokerd is root, and the call's

@@ -40,6 +40,7 @@ from services.brokerd.calls import CallBook
 from services.brokerd.cgroup import Cgroups
 from services.brokerd.commit import Committer
 from services.brokerd.core import seccomp
+from services.brokerd.core.bwrap import Host
 from services.brokerd.core.records import Head
 from services.brokerd.courier import Courier
 from services.brokerd.desk import Desk
@@ -50,7 +51,7 @@ from services.brokerd.judge import Judge
 from services.brokerd.ledger import Ledger, LedgerState, LedgerUnavailable
 from services.brokerd.mcp_runner import McpRunner
 from services.brokerd.own import own_places
-from services.brokerd.sandbox import Host
+from services.brokerd.sandbox import discover_host
 from services.brokerd.state import StateStore
 from services.brokerd.words import WordsBook
 
@@ -117,7 +118,7 @@ def sandbox_host(config: SandboxConfig) -> Host:
     stdlib = tuple(  # where `python -I -S` finds the standard library
         entry for entry in sys.path if os.path.realpath(entry).startswith(base + "/")
     )
-    host = Host.discover(bwrap, sys.executable, sys.base_prefix, str(toolkit), stdlib)
+    host = discover_host(bwrap, sys.executable, sys.base_prefix, str(toolkit), stdlib)
     try:
         drop_to = tool_user(config.user) if os.geteuid() == 0 else None
         filter_ = seccomp.program(platform.machine())

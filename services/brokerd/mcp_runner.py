@@ -42,6 +42,7 @@ from bxcore.mcp_tools import (
 )
 from bxcore.report import Report
 from services.brokerd import mcp_result
+from services.brokerd.core.bwrap import Host
 from services.brokerd.core.mcp_args import McpArgs
 from services.brokerd.core.policy import Allowed
 from services.brokerd.core.view import OwnPlaces
@@ -58,7 +59,6 @@ from services.brokerd.mcp_start import (
     tighten_log,
 )
 from services.brokerd.mcp_stdio import PipeError
-from services.brokerd.sandbox import Host
 from services.brokerd.watch import FolderWatch
 
 log = logging.getLogger(__name__)

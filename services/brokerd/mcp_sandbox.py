@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from bxcore.config_mcp import McpServer
-from services.brokerd.sandbox import MIB, Host, mounts
+from services.brokerd.core.bwrap import MIB, Host, mounts
 
 HOME_INSIDE = "/tmp"
 PATH_INSIDE = "/usr/local/bin:/usr/bin:/bin"

@@ -26,11 +26,11 @@ from bxcore.config_mcp import McpServer
 from bxcore.home import Home
 from bxcore.mcp_tools import DefinitionError, ToolDef, canonical, tool_def
 from services.brokerd import mcp_sandbox, mcp_stdio
+from services.brokerd.core.bwrap import Host
 from services.brokerd.core.view import OwnPlaces
 from services.brokerd.mcp_proxy import HostsProxy
 from services.brokerd.mcp_stdio import ServerPipe
 from services.brokerd.own import binds_problem
-from services.brokerd.sandbox import Host
 
 log = logging.getLogger(__name__)
 

@@ -33,6 +33,7 @@ from services.gatewayd.console.feed import Feed
 from services.gatewayd.console.login_routes import LoginRoutes
 from services.gatewayd.gateway import Gateway
 from services.gatewayd.heads import HeadKeeper
+from services.gatewayd.matrix.channel import Channel
 from services.gatewayd.streams import follow
 
 log = logging.getLogger("gatewayd")
@@ -92,28 +93,41 @@ async def serve(ctx: Context) -> None:
                 app = Console(
                     backend, feed, logins, port=port, allowed_hosts=console.allowed_hosts
                 ).app
-            log.info("serving: %r, %r, %r", router, gateway, feed)
+            channel = None
+            matrix = ctx.config.matrix
+            if matrix is not None:  # the phone (§21): its own clients, so nothing waits on it
+                token = os.environ.get(matrix.token_env) or None
+                channel = Channel(matrix, ctx.home, gateway, loop_q, admin_q, supervisor, token)
+            log.info("serving: %r, %r, %r, %r", router, gateway, feed, channel)
             async with anyio.create_task_group() as tasks:
                 if app is not None and listener is not None:
                     tasks.start_soon(server.serve, app, listener)
-                await _serve(ctx, router, gateway, feed)
+                if channel is not None:
+                    tasks.start_soon(channel.run)
+                await _serve(ctx, router, gateway, feed, channel)
     finally:
         if listener is not None:
             listener.close()
         auth.stop()
 
 
-async def _serve(ctx: Context, router: Router, gateway: Gateway, feed: Feed) -> None:
+async def _serve(
+    ctx: Context, router: Router, gateway: Gateway, feed: Feed, channel: Channel | None
+) -> None:
     """The socket, the witness, the pending list and both event streams, until cancelled;
-    every event is also handed to the console's live stream."""
+    every event is also handed to the console's live stream, and to the phone's channel."""
 
     def on_loop_event(message: object) -> None:
         gateway.on_loop_event(message)
         feed.take(message)
+        if channel is not None:
+            channel.take(message)
 
     def on_broker_event(message: object) -> None:
         gateway.on_broker_event(message)
         feed.take(message)
+        if channel is not None:
+            channel.take(message)
 
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(router.serve)

@@ -102,6 +102,11 @@ class Gateway:
     def __repr__(self) -> str:
         return f"Gateway({len(self.pending)} pending, {self.windows!r}, {self.heads!r})"
 
+    @property
+    def pending_known(self) -> bool:
+        """Whether brokerd's pending list has been read at least once."""
+        return self._pending_known
+
     # --- the gateway socket ------------------------------------------------------------------
 
     async def owner_message(self, message: OwnerMessage) -> Accepted | Error:

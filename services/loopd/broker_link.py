@@ -1,8 +1,8 @@
-"""What a turn asks brokerd (SPEC §9.3, §18.4, §6.4, §20): each tool call, sent as `tool_request`
-and long-polled with `await_approval` while its approval is pending, the owner's words of the
-session's turns sent before it (`owner_words`); the MCP tools brokerd decides now, the list it
-gave last kept while it does not answer; a sub-agent's label taken on by its parent (`absorb`).
-It decides nothing and writes no history: the turn records what comes back.
+"""What a turn asks brokerd (SPEC §9.3, §18.4, §6.4, §20): each tool call, sent as `tool_request`,
+and each long poll of its approval (`await_approval`), on one client a call; the owner's words
+of the session's turns sent before it (`owner_words`); the MCP tools brokerd decides now, the
+list it gave last kept while it does not answer; a sub-agent's label taken on by its parent
+(`absorb`). It decides nothing and writes no history: the turn records what comes back.
 A brokerd that does not answer at all is `BrokerGone`, and the turn stops.
 """
 
@@ -28,14 +28,12 @@ from bxcore.messages import (
     Failed,
     Outcome,
     OwnerWords,
-    Pending,
     ToolRequest,
     ToolsQuery,
 )
-from services.loopd.history import Call
+from services.loopd.core.turn_events import Call
 from services.loopd.model import Offer
 from services.loopd.schemas import mcp_tools
-from services.loopd.tools import FinalOutcome
 
 log = logging.getLogger("loopd")
 
@@ -71,28 +69,22 @@ class BrokerLink:
     def __repr__(self) -> str:
         return f"BrokerLink({len(self._mcp_known)} MCP tools known)"
 
-    async def call(self, session: str, call: Call, pending: Callable[[str], None]) -> FinalOutcome:
-        """One tool call, asked until it is answered; `pending` is told each approval it
-        waits on."""
+    def client(self) -> Client:
+        """A fresh client for one call: its request and every long poll of its approval go on
+        it; the caller closes it once the call is answered (or abandoned)."""
+        return self._broker()
+
+    async def call(self, client: Client, session: str, call: Call) -> Outcome:
+        """Send one tool call, asked until it is answered: its outcome, or `pending` while
+        its approval waits for the owner."""
         request = ToolRequest(_rid(), session, call.id, call.name, call.arguments)
         if len(wire.encode(request)) > wire.MAX_MESSAGE:  # brokerd would never receive it
             return Denied(DenyReason.INVALID_ARGUMENTS, TOO_LARGE)
-        client = self._broker()
-        try:
-            answer = await self._ask(client, request)
-            while isinstance(answer, Pending):
-                pending(answer.approval)
-                answer = await self._wait(client, session, answer.approval)
-            return answer
-        finally:
-            client.close()
+        return await self._ask(client, request)
 
-    async def _wait(self, client: Client, session: str, approval: str) -> FinalOutcome:
-        """Long-poll until the approval settles and the call is answered."""
-        while True:
-            answer = await self._ask(client, AwaitApproval(_rid(), session, approval, WAIT_MS))
-            if not isinstance(answer, Pending):
-                return answer
+    async def wait(self, client: Client, session: str, approval: str) -> Outcome:
+        """One long poll of an approval's call: its outcome once settled, else `pending`."""
+        return await self._ask(client, AwaitApproval(_rid(), session, approval, WAIT_MS))
 
     async def _ask(self, client: Client, request: ToolRequest | AwaitApproval) -> Outcome:
         table = patience("broker", request)

@@ -198,7 +198,7 @@ class Loop:
 
     def _info(self, name: str) -> SessionInfo:
         summary = self.sessions.summary(name)
-        busy = name in self._busy
+        busy = name in self._busy or self.turns.running(name)  # a job's run is busy too
         return SessionInfo(name, summary.turns, busy, summary.updated, summary.tokens)
 
     async def tokens_query(self, message: TokensQuery) -> Tokens:

@@ -43,6 +43,8 @@ from bxcore.messages import (
     TurnError,
     TurnEvent,
 )
+from services.loopd.core.turn import final_answer, open_calls
+from services.loopd.core.turn_events import Call
 from services.loopd.history_write import HistoryUnwritable, append_whole
 from services.loopd.model import Assistant, Message, ToolCall, ToolResult, User
 
@@ -57,17 +59,6 @@ WEIGHT_OF_LOG = 3_072
 # A turn's or an event's number in a line that cannot be read: a key's own quote is bare, one
 # inside a JSON string is escaped (`\"turn\":`), so no text of the model's matches.
 _NUMBERED = re.compile(rb'"(turn|seq)":([0-9]{1,15})[,}]')
-
-
-@dataclass(frozen=True, slots=True)
-class Call:
-    """A tool call as loopd sent it: our call id (unique in the session, what brokerd sees),
-    the model's own id, the tool and the arguments exactly as the model wrote them."""
-
-    id: str
-    model_id: str
-    name: str
-    arguments: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -451,23 +442,20 @@ class SessionLog:
     def open_calls(self, turn: int) -> list[tuple[Call, bool]]:
         """The calls of `turn`'s last model reply that have no result yet (after a crash),
         each with whether the owner was already shown its `tool_called` event (calls run one
-        after another, so the first `calls_shown` were)."""
+        after another, so the first `calls_shown` were: `core.turn.open_calls`)."""
         found = self._turn(turn)
         if found.reply is None:
             return []
-        return [
-            (call, index < found.calls_shown)
-            for index, call in enumerate(found.reply.calls)
-            if call.id not in found.answered
-        ]
+        return open_calls(found.reply.calls, found.answered, found.calls_shown)
 
     def final_answer(self, turn: int) -> tuple[str, bool] | None:
         """When `turn`'s last model reply called no tool, the turn only lacks its end (a crash
-        came first): that reply's text, and whether the owner was shown it. Else None."""
+        came first): that reply's text, and whether the owner was shown it. Else None
+        (`core.turn.final_answer`)."""
         found = self._turn(turn)
-        if found.reply is None or found.reply.calls:
+        if found.reply is None:
             return None
-        return found.reply.text, found.text_shown
+        return final_answer(found.reply.text, found.reply.calls, found.text_shown)
 
     @property
     def tokens(self) -> int | None:

@@ -14,14 +14,13 @@ import json
 from dataclasses import dataclass
 
 from bxcore.deny import DenyReason, denial_text
-from bxcore.messages import MAX_OUTPUT_SHOWN, Denied, Done, Failed
+from bxcore.messages import MAX_OUTPUT_SHOWN, Denied, Done
+from services.loopd.core.turn_events import FinalOutcome
 
 CAP = 64 * 1024  # characters
 CANCELLED_RESULT = (
     "Error: the owner stopped the turn before this call's result was read; the call may have run."
 )
-
-FinalOutcome = Done | Denied | Failed  # every outcome but `pending`, which is not a result yet
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,9 +2,11 @@
 one, and what comes back is what the model reads next; until it answers without a call or
 `max_steps` is reached. Every step is in the session's history before the next begins, so a
 turn cut off by a crash resumes where it was, re-sending open calls with their ids (§10.6).
-The model is offered the built-in tools and the MCP tools brokerd decides now, asked once at
-the turn's start (§18.4). How brokerd is asked, and how long it is waited for, is
-`broker_link`'s.
+What happens when is the turn's machine (`core.turn`, a pure table); `Turns` is its driver:
+it carries out each step's effects (asks the model, asks brokerd, appends records, emits
+events) and feeds back what they produced. The model is offered the built-in tools and the
+MCP tools brokerd decides now, asked once at the turn's start (§18.4). How brokerd is asked,
+and how long it is waited for, is `broker_link`'s.
 
 The owner may stop a running turn (`cancel`, §12.2): its model request or its wait on brokerd
 is abandoned, every call left without a result reads `CANCELLED_RESULT`, and the turn, and
@@ -23,7 +25,7 @@ from __future__ import annotations
 import datetime
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
@@ -32,17 +34,17 @@ import anyio
 from bxcore import wire
 from bxcore.client import Client
 from bxcore.config import Config
-from bxcore.deny import DenyReason
 from bxcore.errors import one_line
-from bxcore.ids import MAX_TOOL_NAME, byte_length_between, descends, parent_of_sub, valid_session
+from bxcore.ids import descends, parent_of_sub, valid_session
 from bxcore.messages import (
     AssistantText,
     Denied,
     Done,
-    EndReason,
     Event,
     Failed,
+    Outcome,
     OwnerSaid,
+    Pending,
     ToolCalled,
     ToolDenied,
     ToolDone,
@@ -56,8 +58,40 @@ from bxcore.tools import BROKERED, SPAWN
 from services.loopd import room
 from services.loopd.ask import ask_model
 from services.loopd.broker_link import BrokerGone, BrokerLink
-from services.loopd.history import (
+from services.loopd.core import turn_events
+from services.loopd.core.turn import Turn, begin, call_id, step
+from services.loopd.core.turn_events import (
+    Answered,
+    Ask,
+    AskModel,
+    Await,
+    Began,
     Call,
+    Called,
+    Close,
+    Count,
+    Counted,
+    Effect,
+    End,
+    FinalOutcome,
+    Halted,
+    Held,
+    Keep,
+    NoBroker,
+    NotReplied,
+    OwnerWords,
+    Replied,
+    Say,
+    Spawn,
+    Stopped,
+    SubAnswered,
+    Tell,
+    TooMany,
+    Waits,
+    Warn,
+    Why,
+)
+from services.loopd.history import (
     ModelReply,
     RecordTooLarge,
     SessionLog,
@@ -70,7 +104,6 @@ from services.loopd.model import Model, ModelError, Offer
 from services.loopd.tools import (
     CANCELLED_RESULT,
     CallResult,
-    FinalOutcome,
     cap_result,
     failed,
     result_of,
@@ -88,16 +121,30 @@ CANCEL_WAIT_S = 10.0  # how long `cancel` waits for a stopped turn to write its 
 
 @dataclass(eq=False)
 class Running:
-    """A turn being run: what stops it, and what says it has ended."""
+    """A turn being run: what stops it, what says it has ended, and its machine as it stands
+    (what a stop steps)."""
 
     turn: int
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     max_tokens: int | None = None  # its token budget, which its sub-agents spend from too
     ended: anyio.Event = field(default_factory=anyio.Event)
+    state: Turn = field(default_factory=lambda: Turn(0, limit=0, cap=0))  # set by `run`
 
     def __repr__(self) -> str:
         state = "ended" if self.ended.is_set() else "stopping" if self.scope.cancel_called else ""
         return f"Running(turn {self.turn}{', ' + state if state else ''})"
+
+
+@dataclass(eq=False)
+class _Drive:
+    """What one run of a turn holds between its steps: the tools offered the model, and the
+    client of the call with brokerd (across its approval's polls)."""
+
+    session: SessionLog
+    turn: int
+    depth: int
+    tools: list[Offer] | None = None
+    client: Client | None = None
 
 
 def depth_of(session: str) -> int:
@@ -132,6 +179,11 @@ class Turns:
 
     def __repr__(self) -> str:
         return f"Turns(model={type(self.model).__name__}, {len(self._running)} running)"
+
+    def running(self, session: str) -> bool:
+        """Whether a turn of `session` is being run now (a job's run too, which has no
+        worker of its own)."""
+        return session in self._running
 
     async def cancel(self, session: str, waiting: int | None = None) -> int | None:
         """Stop `session`'s running turn and its sub-agents' (§12.2), and wait until each has
@@ -169,165 +221,190 @@ class Turns:
         if running is None or running.turn != turn or running.ended.is_set():
             running = self._running[session.session] = Running(turn)
         running.max_tokens = max_tokens
+        depth = depth_of(session.session)
+        loop = self.config.loop
+        limit = loop.max_steps if max_steps is None else max_steps
+        cap = loop.max_calls_per_reply
+        running.state = begin(turn, limit, cap, max_tokens, words=depth == 0)
         ran = False
         try:
             if running.scope.cancel_called:
                 return ""  # stopped before it began: the model is never asked
             with running.scope:
                 try:
-                    said = await self._run(session, turn, max_steps, max_tokens)
+                    said = await self._drive(session, running, depth)
                 except HistoryUnwritable as error:
-                    self._halt(session, turn, room.turn_stopped(error.why, room=error.room))
+                    said = room.turn_stopped(error.why, room=error.room)
+                    running.state = self._halt(session, running.state, said)
                     said = ""
                 ran = True
                 return said
             return ""  # the owner's cancel (caught here unless a parent's was cancelled too)
         finally:
             if not ran and running.scope.cancel_called:
-                self._stopped(session, turn)
+                self._stopped(session, running)
             if self._running.get(session.session) is running:
                 del self._running[session.session]
             running.ended.set()
 
-    def _stopped(self, session: SessionLog, turn: int) -> None:
-        """The end of a turn the owner stopped: a call left without a result reads that the
-        turn was stopped (a result that comes later is never sent to the model)."""
-        for call, _ in session.open_calls(turn):
-            session.append(ToolResultRecord(turn, call.id, CANCELLED_RESULT), owe=True)
-        self._end(session, turn, EndReason.CANCELLED, owe=True)
+    def _stopped(self, session: SessionLog, running: Running) -> None:
+        """The end of a turn the owner stopped (the machine's `stop`)."""
+        turn = running.state.turn
+        running.state = self._settle(session, running.state, Stopped(self._open(session, turn)))
         log.info("%s turn %d stopped by the owner", session.session, turn)
 
     def broke(self, session: SessionLog, turn: int, error: Exception) -> None:
         """End `turn`, which failed for a reason no one foresaw (its worker logged it)."""
         said = room.turn_stopped(f"loopd failed during this turn: {one_line(error)}", room=False)
-        self._halt(session, turn, said)
+        self._halt(session, Turn(turn, limit=0, cap=0), said)  # its run is over: only its end
 
-    def _halt(self, session: SessionLog, turn: int, said: str) -> None:
-        """End `turn` with an error; a call left without a result reads it too."""
-        for call, _ in session.open_calls(turn):
-            session.append(ToolResultRecord(turn, call.id, room.call_stopped(said)), owe=True)
-        self.emit(session, turn, TurnError(short(said)), owe=True)
-        self._end(session, turn, EndReason.ERROR, owe=True)
-        log.warning("%s turn %d stopped: %s", session.session, turn, said)
+    def _halt(self, session: SessionLog, state: Turn, said: str) -> Turn:
+        """End the turn with an error (the machine's `halt`)."""
+        state = self._settle(session, state, Halted(said, self._open(session, state.turn)))
+        log.warning("%s turn %d stopped: %s", session.session, state.turn, said)
+        return state
 
-    def _end(self, session: SessionLog, turn: int, reason: EndReason, *, owe: bool = False) -> None:
-        self.emit(session, turn, TurnEnd(reason, session.turn_tokens(turn)), owe=owe)
+    def _settle(self, session: SessionLog, state: Turn, event: Stopped | Halted) -> Turn:
+        """Step the turn by an end, which asks only for what is written at once, and write it."""
+        state, effects = step(state, event)
+        for effect in effects:
+            self._show(session, state.turn, effect)
+        return state
 
-    async def _run(
-        self, session: SessionLog, turn: int, max_steps: int | None, max_tokens: int | None
-    ) -> str:
-        depth = depth_of(session.session)
-        loop = self.config.loop
-        limit = loop.max_steps if max_steps is None else max_steps
-        system = loop.system_prompt if depth == 0 else loop.subagent_prompt
-        builtins: list[Offer] = [*BROKERED.values(), *([SPAWN] if depth < loop.max_depth else [])]
-        tools: list[Offer] | None = None  # asked of brokerd before the model is first asked
-        final = session.final_answer(turn)
-        if final is not None:  # the model had answered: only the turn's end is missing
-            text, shown = final
-            if text and not shown:
-                self.emit(session, turn, AssistantText(cap_result(text)))
-            self._end(session, turn, EndReason.DONE)
-            return text
-        refused = self.meter.refusal() if session.steps(turn) == 0 else None
-        if refused is not None:  # a turn the day's cap keeps from starting
-            self.emit(session, turn, TurnError(short(refused)))
-            self._end(session, turn, EndReason.BUDGET)
-            return ""
+    @staticmethod
+    def _open(session: SessionLog, turn: int) -> tuple[str, ...]:
+        """The calls the history holds without a result."""
+        return tuple(call.id for call, _ in session.open_calls(turn))
+
+    async def _drive(self, session: SessionLog, running: Running, depth: int) -> str:
+        """Step the turn from what its history holds until it ends, carrying out each step's
+        effects in order and feeding back what they produced; the model's last words."""
+        turn = running.state.turn
+        began = Began(
+            session.final_answer(turn),
+            session.steps(turn),
+            tuple(session.open_calls(turn)),
+            tuple(call.id for call in session.reply_calls(turn)),
+            session.last_text(turn),
+            self.meter.refusal(),
+        )
+        running.state, effects = step(running.state, began)
+        drive = _Drive(session, turn, depth)
         try:
-            open_calls = session.open_calls(turn)
-            await self._answer(session, turn, depth, open_calls, session.reply_calls(turn))
             while True:
-                step = session.steps(turn)
-                if step >= limit:
-                    self._end(session, turn, EndReason.MAX_STEPS)
-                    return session.last_text(turn)
-                if tools is None:
-                    tools = [*builtins, *await self.brokerd.mcp_tools()]
-                asked = session.transcript(turn)
-                try:
-                    reply = await ask_model(self.model, self.config.model, system, asked, tools)
-                    calls = tuple(
-                        Call(f"{turn}-{step}-{n}", c.id, c.name, c.arguments)
-                        for n, c in enumerate(reply.tool_calls, 1)
-                    )
-                    spent = self.meter.spend(reply.usage)  # paid for, whether kept or not
-                    session.append(ModelReply(turn, reply.text, calls, spent))
-                except (ModelError, RecordTooLarge) as error:
-                    self.emit(session, turn, TurnError(short(str(error))))
-                    self._end(session, turn, EndReason.ERROR)
-                    return ""
-                if reply.text:  # the owner's view is cut as the model's reads are
-                    self.emit(session, turn, AssistantText(cap_result(reply.text)))
-                if not calls:
-                    self._end(session, turn, EndReason.DONE)
-                    return reply.text
-                # a budget needs what the turn spent, its sub-agents' histories read for it
-                used = self.spent(session, turn) if max_tokens is not None else 0
-                over = self.meter.stop(used, max_tokens)
-                if over is not None:  # the answer is kept; its calls never run
-                    for call in calls:
-                        session.append(ToolResultRecord(turn, call.id, BUDGET_RESULT))
-                    self.emit(session, turn, TurnError(short(over)))
-                    self._end(session, turn, EndReason.BUDGET)
-                    return reply.text
-                cap = loop.max_calls_per_reply
-                if len(calls) > cap:  # once a reply; each refused call's result says it too
-                    self.emit(session, turn, TurnError(too_many_calls_said(len(calls), cap)))
-                await self._answer(session, turn, depth, [(c, False) for c in calls], calls)
-        except BrokerGone as gone:
-            self.emit(session, turn, TurnError(short(str(gone))))
-            self._end(session, turn, EndReason.ERROR)
-            return ""
+                fed: turn_events.Event | None = None
+                for effect in effects:
+                    if isinstance(effect, AskModel | Count | OwnerWords | Ask | Await | Spawn):
+                        fed = await self._ask(drive, effect)
+                    else:
+                        self._show(session, turn, effect)
+                if fed is None:
+                    return running.state.said
+                if drive.client is not None and not isinstance(fed, Held):  # answered
+                    drive.client.close()
+                    drive.client = None
+                running.state, effects = step(running.state, fed)
+        finally:
+            if drive.client is not None:  # abandoned: its socket is closed, never reused
+                drive.client.close()
 
-    async def _answer(
-        self,
-        session: SessionLog,
-        turn: int,
-        depth: int,
-        open_calls: Sequence[tuple[Call, bool]],
-        reply_calls: Sequence[Call],
-    ) -> None:
-        """Give each open call of a reply its result, in the model's order: the first
-        `max_calls_per_reply` of the reply go to brokerd (or spawn), every later one is
-        answered `too_many_calls` and goes nowhere, also when a turn is resumed."""
-        cap = self.config.loop.max_calls_per_reply
-        beyond = {call.id for call in reply_calls[cap:]}
-        for call, shown in open_calls:
-            if call.id in beyond:
-                session.append(ToolResultRecord(turn, call.id, too_many_calls(cap).content))
+    async def _ask(
+        self, drive: _Drive, effect: AskModel | Count | OwnerWords | Ask | Await | Spawn
+    ) -> turn_events.Event | None:
+        """Carry out an effect that asks the model, brokerd or a sub-agent, or weighs the
+        budgets; what it produced, to feed back (none for the owner's words)."""
+        session, turn = drive.session, drive.turn
+        if isinstance(effect, AskModel):
+            if drive.tools is None:  # asked of brokerd before the model is first asked
+                drive.tools = [*self._builtins(drive.depth), *await self.brokerd.mcp_tools()]
+            return await self._ask_model(drive, effect.step, drive.tools)
+        if isinstance(effect, Count):  # a budget needs its sub-agents' histories read too
+            budget = effect.max_tokens
+            used = self.spent(session, turn) if budget is not None else 0
+            return Counted(self.meter.stop(used, budget))
+        if isinstance(effect, OwnerWords):
+            await self.brokerd.owner_words(session.session, session.owner_text)
+            return None
+        if isinstance(effect, Ask):
+            drive.client = self.brokerd.client()
+            return await _brokered(self.brokerd.call(drive.client, session.session, effect.call))
+        if isinstance(effect, Await):
+            assert drive.client is not None
+            waited = self.brokerd.wait(drive.client, session.session, effect.approval)
+            return await _brokered(waited)
+        return await self._spawn(session, turn, effect.call, drive.depth)
+
+    def _builtins(self, depth: int) -> list[Offer]:
+        return [*BROKERED.values(), *([SPAWN] if depth < self.config.loop.max_depth else [])]
+
+    async def _ask_model(
+        self, drive: _Drive, step_: int, tools: list[Offer]
+    ) -> Replied | NotReplied:
+        """The model's answer for step `step_`, recorded (its calls named by `call_id`)
+        before it is fed back; its cost counted today, whether kept or not."""
+        session, turn, loop = drive.session, drive.turn, self.config.loop
+        system = loop.system_prompt if drive.depth == 0 else loop.subagent_prompt
+        asked = session.transcript(turn)
+        try:
+            reply = await ask_model(self.model, self.config.model, system, asked, tools)
+            calls = tuple(
+                Call(call_id(turn, step_, n), c.id, c.name, c.arguments)
+                for n, c in enumerate(reply.tool_calls, 1)
+            )
+            spent = self.meter.spend(reply.usage)  # paid for, whether kept or not
+            session.append(ModelReply(turn, reply.text, calls, spent))
+        except (ModelError, RecordTooLarge) as error:
+            return NotReplied(str(error))
+        return Replied(reply.text, calls)
+
+    def _show(self, session: SessionLog, turn: int, effect: Effect) -> None:
+        """Carry out an effect that only shows the owner or records: at once, in order."""
+        if isinstance(effect, Say):  # the owner's view is cut as the model's reads are
+            self.emit(session, turn, AssistantText(cap_result(effect.text)))
+        elif isinstance(effect, Warn):
+            self.emit(session, turn, TurnError(short(effect.message)), owe=effect.owe)
+        elif isinstance(effect, TooMany):  # each refused call's result says it too
+            self.emit(session, turn, TurnError(too_many_calls_said(effect.asked, effect.cap)))
+        elif isinstance(effect, End):
+            ended = TurnEnd(effect.reason, session.turn_tokens(turn))
+            self.emit(session, turn, ended, owe=effect.owe)
+        elif isinstance(effect, Close):
+            content = self._closed(effect)
+            session.append(ToolResultRecord(turn, effect.call, content), owe=effect.owe)
+        elif isinstance(effect, Called):
+            self.emit(session, turn, ToolCalled(effect.tool, cap_result(effect.arguments)))
+        elif isinstance(effect, Waits):
+            self.emit(session, turn, ToolPending(effect.tool, effect.approval))
+        elif isinstance(effect, Tell):
+            self._tell_owner(session, turn, effect.tool, effect.outcome)
+        elif isinstance(effect, Keep):
+            outcome = effect.outcome
+            if isinstance(outcome, SubAnswered):
+                content = outcome.content
             else:
-                await self._call(session, turn, call, depth, shown=shown)
-
-    async def _call(
-        self, session: SessionLog, turn: int, call: Call, depth: int, *, shown: bool = False
-    ) -> None:
-        """One tool call, start to result; the result is recorded before the next step.
-        `shown`: the owner already saw it called (a call re-sent after a restart)."""
-        tool = call.name if byte_length_between(call.name, 1, MAX_TOOL_NAME) else "?"
-        if not shown:
-            self.emit(session, turn, ToolCalled(tool, cap_result(call.arguments)))
-        if call.name == SPAWN.name:
-            result = await self._spawn(session, turn, call, depth)
-            size = len(result.content.encode())
-            self.emit(session, turn, ToolDone(tool, result.ok, size, shown_output(result.content)))
+                content = result_of(outcome).content
+            session.append(ToolResultRecord(turn, effect.call, content))
         else:
-            if tool == "?":  # no tool has such a name, and the wire cannot carry it
-                outcome: FinalOutcome = Denied(DenyReason.UNKNOWN_TOOL)
-            else:
-                if depth == 0:  # a sub-agent's words are its parent's (its task is the model's)
-                    await self.brokerd.owner_words(session.session, session.owner_text)
-                outcome = await self.brokerd.call(
-                    session.session,
-                    call,
-                    lambda approval: self.emit(session, turn, ToolPending(call.name, approval)),
-                )
-            self._tell_owner(session, turn, tool, outcome)
-            result = result_of(outcome)
-        session.append(ToolResultRecord(turn, call.id, result.content))
+            raise AssertionError(f"{effect!r} is not carried out at once")
 
-    def _tell_owner(self, session: SessionLog, turn: int, tool: str, outcome: FinalOutcome) -> None:
-        if isinstance(outcome, Done):
+    def _closed(self, effect: Close) -> str:
+        """What the model reads of a call closed without its own result."""
+        if effect.why is Why.TOO_MANY:
+            return too_many_calls(self.config.loop.max_calls_per_reply).content
+        if effect.why is Why.BUDGET:
+            return BUDGET_RESULT
+        if effect.why is Why.CANCELLED:
+            return CANCELLED_RESULT
+        return room.call_stopped(effect.said)
+
+    def _tell_owner(
+        self, session: SessionLog, turn: int, tool: str, outcome: FinalOutcome | SubAnswered
+    ) -> None:
+        if isinstance(outcome, SubAnswered):
+            size = len(outcome.content.encode())
+            shown = shown_output(outcome.content)
+            self.emit(session, turn, ToolDone(tool, outcome.ok, size, shown))
+        elif isinstance(outcome, Done):
             size = len(outcome.output.encode("utf-8", "replace"))
             shown = shown_output(outcome.output)
             self.emit(session, turn, ToolDone(tool, outcome.ok, size, shown))
@@ -336,7 +413,16 @@ class Turns:
         elif isinstance(outcome, Failed):
             self.emit(session, turn, TurnError(short(f"{tool}: {outcome.message}")))
 
-    async def _spawn(self, parent: SessionLog, turn: int, call: Call, depth: int) -> CallResult:
+    async def _spawn(
+        self, parent: SessionLog, turn: int, call: Call, depth: int
+    ) -> SubAnswered | NoBroker:
+        try:
+            result = await self._sub_agent(parent, turn, call, depth)
+        except BrokerGone as gone:
+            return NoBroker(str(gone))
+        return SubAnswered(result.content, result.ok)
+
+    async def _sub_agent(self, parent: SessionLog, turn: int, call: Call, depth: int) -> CallResult:
         """A sub-agent's turn; its answer reaches the parent only after `absorb` (§6.4)."""
         task = task_of(call.arguments)
         if task is None:
@@ -400,3 +486,14 @@ class Turns:
                 return child
             n += 1
         return None
+
+
+async def _brokered(asked: Awaitable[Outcome]) -> Answered | Held | NoBroker:
+    """brokerd's answer to a call, as the turn machine is fed it."""
+    try:
+        outcome = await asked
+    except BrokerGone as gone:
+        return NoBroker(str(gone))
+    if isinstance(outcome, Pending):
+        return Held(outcome.approval)
+    return Answered(outcome)

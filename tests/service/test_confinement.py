@@ -36,6 +36,7 @@ import pytest
 from bxcore.messages import Done, Failed, Outcome, ToolRequest, ToolResponse
 from bxcore.tools import Mount
 from services.brokerd import child, sandbox
+from services.brokerd.core import bwrap
 from tests.support.brokerd import PYTHON, check_memory_limit
 from tests.support.daemons import Daemon, init_home, running, tool_owned
 
@@ -540,8 +541,8 @@ def test_a_fork_bomb_ends_within_the_calls_limits_and_brokerd_serves_on(tight: B
 def bare_sandbox(script: str) -> list[str]:
     """bwrap with the flags and system folders of §8.2 running `/bin/sh -c script`: no
     toolkit, so that what is tested is bwrap and the limits alone."""
-    host = sandbox.Host.discover("/usr/bin/bwrap", "/bin/sh", "/usr", "/nonexistent")
-    argv = sandbox.command(host, sandbox.Confined("shell", Mount.NONE, None))
+    host = sandbox.discover_host("/usr/bin/bwrap", "/bin/sh", "/usr", "/nonexistent")
+    argv = bwrap.command(host, bwrap.Confined("shell", Mount.NONE, None))
     argv = argv[: argv.index("--setenv")]
     toolkit = argv.index("/nonexistent")
     del argv[toolkit - 1 : toolkit + 2]  # the toolkit's --ro-bind

@@ -1,5 +1,6 @@
 """Who may import whom (issue 11), read from every module's imports, not from running them:
-brokerd's core imports only the core, `bxcore` and the standard library; no service imports
+brokerd's core imports only the core, `bxcore` and the standard library, and loopd's core
+(the turn machine, issue 25) only itself, `bxcore` and the standard library; no service imports
 another; `bxcore` imports no service; the toolkit, which runs alone in every sandbox, imports
 only the standard library and itself (tests/unit/toolkit/test_startup.py); bxctl reaches a
 service only through its face (`services.brokerd.face`, `services.loopd.face`) and brokerd's
@@ -49,18 +50,37 @@ def service_of(name: str) -> str | None:
     return parts[1] if parts[0] == "services" and len(parts) > 1 else None
 
 
-@pytest.mark.parametrize("source", modules("services/brokerd/core"), ids=lambda p: p.name)
-def test_the_core_imports_only_the_core_bxcore_and_the_standard_library(source: Path) -> None:
-    for name in imported(source):
-        allowed = (
+def beyond_core(source: Path, core: str, libraries: frozenset[str] = frozenset()) -> list[str]:
+    """What `source` imports beyond the standard library, `bxcore`, `libraries` and the
+    package `core`."""
+    return [
+        name
+        for name in imported(source)
+        if not (
             top(name) in STDLIB
-            or top(name) in PURE_LIBRARIES
+            or top(name) in libraries
             or top(name) == "bxcore"
-            or name == "services.brokerd.core"
-            or name.startswith("services.brokerd.core.")
+            or name == core
+            or name.startswith(f"{core}.")
             or name == "__future__"
         )
-        assert allowed, f"{source.relative_to(ROOT)} imports {name}"
+    ]
+
+
+@pytest.mark.parametrize("source", modules("services/brokerd/core"), ids=lambda p: p.name)
+def test_the_core_imports_only_the_core_bxcore_and_the_standard_library(source: Path) -> None:
+    beyond = beyond_core(source, "services.brokerd.core", PURE_LIBRARIES)
+    assert not beyond, f"{source.relative_to(ROOT)} imports {beyond}"
+
+
+@pytest.mark.parametrize("source", modules("services/loopd/core"), ids=lambda p: p.name)
+def test_loopd_s_core_imports_only_itself_bxcore_and_the_standard_library(source: Path) -> None:
+    beyond = beyond_core(source, "services.loopd.core")
+    assert not beyond, f"{source.relative_to(ROOT)} imports {beyond}"
+
+
+def test_loopd_s_core_is_there_to_be_checked() -> None:
+    assert {p.name for p in modules("services/loopd/core")} >= {"turn.py", "turn_events.py"}
 
 
 @pytest.mark.parametrize("source", modules("services"), ids=lambda p: str(p.relative_to(ROOT)))
@@ -75,6 +95,20 @@ def test_no_service_imports_another(source: Path) -> None:
 def test_bxcore_imports_no_service_and_no_bxctl(source: Path) -> None:
     for name in imported(source):
         assert top(name) not in ("services", "bxctl"), f"bxcore/{source.name} imports {name}"
+
+
+#: brokerd's programs that run inside an MCP server's sandbox, alone, as the toolkit does: with
+#: `python -I -S` and nothing of the box's but themselves (issue 25).
+INSIDE_THE_SANDBOX = ("mcp_bridge.py", "mcp_launch.py")
+
+
+@pytest.mark.parametrize("name", INSIDE_THE_SANDBOX)
+def test_the_programs_run_inside_the_sandbox_import_only_the_standard_library(name: str) -> None:
+    source = ROOT / "services" / "brokerd" / name
+    for imported_name in imported(source):
+        assert top(imported_name) in STDLIB or imported_name == "__future__", (
+            f"services/brokerd/{name} imports {imported_name}: it runs alone in the sandbox"
+        )
 
 
 #: What bxctl may import of the services: what it may do while they are not running.

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import NamedTuple
 
-from bxcore import wire
+from bxcore import state_table, wire
 from bxcore.deny import DenyReason
 from bxcore.labels import CLEAN, Label
 from bxcore.messages import ApprovalState, Denied, Done, Failed, Outcome, Pending, Scope, short
@@ -435,14 +435,5 @@ def fit_output(output: str) -> str:
 
 
 def table_markdown() -> str:
-    """The table as Markdown, for the docs: one row a phase, one column an event; a cell
-    names its rule (`·`: the event cannot happen then)."""
-    kinds = list(Kind)
-    lines = [
-        "| phase | " + " | ".join(kind.value for kind in kinds) + " |",
-        "|---" * (len(kinds) + 1) + "|",
-    ]
-    for phase in Phase:
-        cells = [TABLE[(phase, kind)].value if (phase, kind) in TABLE else "·" for kind in kinds]
-        lines.append(f"| {phase.value} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    """The table as Markdown, for the docs (`bxcore.state_table`)."""
+    return state_table.markdown(TABLE, Phase, Kind)

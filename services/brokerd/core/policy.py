@@ -18,7 +18,7 @@ from bxcore.deny import DenyReason
 from bxcore.frozen import frozen
 from bxcore.labels import CLEAN, DataClass, Label
 from bxcore.messages import AskWhy
-from bxcore.roles import Role
+from bxcore.roles import Role, names_an_address
 from bxcore.tools import BROKERED, Match, Mount, Result
 from services.brokerd.core import args as argsmod
 from services.brokerd.core import mcp_args
@@ -198,7 +198,9 @@ def _decide_mcp(
     blocked: Mapping[str, InvalidGrant],
 ) -> Decision:
     """§5.2's steps for an MCP tool (§18.5): matching by name and `[match]`, the flow and
-    untrusted checks for sinks, the grant's label for what any tool returns."""
+    untrusted checks for sinks, the untrusted check for a source given a web address (it
+    reaches the network: `roles.names_an_address`), the grant's label for what any tool
+    returns."""
     if tool in mcp.changed:  # 1: a rug pull, or a tool the owner never saw
         note(lambda: f"{tool!r}: {mcp_tools.CHANGED}")
         return Denied(DenyReason.UNKNOWN_TOOL, detail=mcp_tools.CHANGED)
@@ -222,9 +224,12 @@ def _decide_mcp(
         return Denied(DenyReason.NO_GRANT, args=args)
     kind = matching[0].kind
     assert kind is not None
+    address = None if kind.sink else names_an_address(pinned.input_schema)
+    if address is not None:
+        note(lambda: f"its argument {address!r} takes a web address: it reaches the network")
     winner = _winner(
         matching, label, args, note, words, mcp.roles_of(tool),
-        sink=kind.sink, consequential=kind.sink, place="sink", kind=kind,
+        sink=kind.sink, consequential=kind.sink or address is not None, place="sink", kind=kind,
     )  # fmt: skip
     if not isinstance(winner, Won):
         return winner

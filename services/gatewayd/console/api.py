@@ -19,7 +19,7 @@ import psutil  # type: ignore[import-untyped, unused-ignore]  # no stubs install
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from bxcore import mcp_state, wire
+from bxcore import matrix_report, mcp_state, wire
 from bxcore.client import AskFailed, Client, WrongAnswer
 from bxcore.client import Request as Message
 from bxcore.home import Home
@@ -317,7 +317,15 @@ class Backend:
             row.update(usage(info.pid))
             rows.append(row)
         mcp = await anyio.to_thread.run_sync(mcp_servers, self.home)
-        return JSONResponse({"sandbox": report.sandbox, "services": rows, "mcp": mcp})
+        matrix = matrix_report.read_line(self.home)  # the phone channel (§21.1), if any
+        return JSONResponse(
+            {
+                "sandbox": report.sandbox,
+                "services": rows,
+                "mcp": mcp,
+                "matrix": None if matrix is None else {"line": matrix[0], "style": matrix[1]},
+            }
+        )
 
     async def restart(self, request: Request) -> Response:
         name = service_name(request)

@@ -18,10 +18,10 @@ from bxcore.labels import DataClass, Label
 from bxcore.messages import Done, ToolRequest, ToolResponse
 from bxcore.service_states import Entry, Snapshot
 from services.brokerd.core import args
+from services.brokerd.core.bwrap import Host
 from services.brokerd.core.grants import Grant, Mode
 from services.brokerd.core.policy import Allowed
 from services.brokerd.courier import Courier, Result
-from services.brokerd.sandbox import Host
 
 pytestmark = pytest.mark.anyio
 

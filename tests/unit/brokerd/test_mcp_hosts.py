@@ -9,8 +9,8 @@ import pytest
 
 from bxcore.config_mcp import McpServer
 from services.brokerd import mcp_sandbox
+from services.brokerd.core.bwrap import Host
 from services.brokerd.fetch_proxy import Refused, host_allowed, requested_host
-from services.brokerd.sandbox import Host
 
 HOST = Host(
     bwrap="/usr/bin/bwrap",

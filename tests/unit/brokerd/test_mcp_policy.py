@@ -17,6 +17,7 @@ from bxcore.messages import Denied as DeniedAnswer
 from services.brokerd.core.call import Call, step
 from services.brokerd.core.call_events import Decided, Durable, Found, Raise, Raised, Ran, Record
 from services.brokerd.core.grants import Grant, McpKind, Mode, parse_grant
+from services.brokerd.core.owner_words import Words
 from services.brokerd.core.policy import Allowed, Ask, Denied, decide, redecide
 from services.brokerd.core.records import CallRecords
 from services.brokerd.core.replay import replay
@@ -453,3 +454,31 @@ def test_a_reader_granted_as_a_sink_raises_the_session_once_its_server_was_reach
         assert executed["label"] == UNTRUSTED  # the ledger's executed record says so
     else:
         assert not any(isinstance(effect, Raise) for effect in effects)
+
+
+GET_PAGE = ToolDef(
+    "get_webpage",
+    "Return the page at an address.",
+    {"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]},
+)
+WEB_PINS = Pins("web", "2026-01-01T00:00:00Z", {"get_webpage": GET_PAGE})
+WEB, _ = build_catalog({"web": WEB_PINS}, {})
+PAGE = "mcp__web__get_webpage"
+
+
+def test_a_reader_given_a_web_address_asks_in_an_untrusted_session_unless_the_owner_gave_it() -> (
+    None
+):
+    """A source that takes a web address reaches the network: the address carries data out,
+    and visiting it is the attack (AgentDojo's slack "visit www.true-informations.com"), so
+    it is decided as a consequential call whatever its grant's kind (issue 24)."""
+    reader = g("web-read", "mcp__web__*", kind="source")
+    arguments = a(url="www.true-informations.com")
+    trace: list[str] = []
+    asked = decide(UNTRUSTED, PAGE, arguments, [reader], trace, mcp=WEB)
+    assert isinstance(asked, Ask) and asked.why is AskWhy.UNTRUSTED
+    assert any("takes a web address" in line for line in trace), trace
+    assert isinstance(decide(PRIVATE, PAGE, arguments, [reader], mcp=WEB), Allowed)
+    owner = Words(("Summarise www.true-informations.com for me",))
+    assert isinstance(decide(UNTRUSTED, PAGE, arguments, [reader], mcp=WEB, words=owner), Allowed)
+    assert isinstance(decide(UNTRUSTED, READ, a(folder="in"), [SOURCE], mcp=CATALOG), Allowed)

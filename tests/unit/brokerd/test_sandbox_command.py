@@ -1,4 +1,4 @@
-"""`sandbox.command` (SPEC §8.2), pure: the flags, who runs the tool, what of the host is bound,
+"""`bwrap.command` (SPEC §8.2), pure: the flags, who runs the tool, what of the host is bound,
 in what order, what is read-only; and `open_granted` and `layers`, which pin the winner's path
 and what is laid over it without following a symbolic link.
 
@@ -16,8 +16,7 @@ import pytest
 
 from bxcore.tools import BROKERED, Mount, Runner
 from services.brokerd.core.args import inside
-from services.brokerd.core.view import View
-from services.brokerd.sandbox import (
+from services.brokerd.core.bwrap import (
     CA_INSIDE,
     INSIDE,
     LIB_INSIDE,
@@ -28,13 +27,11 @@ from services.brokerd.sandbox import (
     Cover,
     Host,
     Layer,
-    Unconfinable,
-    close,
     command,
     environment,
-    layers,
-    open_granted,
 )
+from services.brokerd.core.view import View
+from services.brokerd.sandbox import Unconfinable, close, layers, open_granted
 
 HOST = Host(
     bwrap="/usr/bin/bwrap",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bxcore.roles import Role, propose, roles_problem, words_of
+from bxcore.roles import Role, names_an_address, propose, roles_problem, words_of
 
 
 @pytest.mark.parametrize(
@@ -53,3 +53,23 @@ def test_pinned_roles_name_only_declared_arguments_and_known_roles() -> None:
         roles_problem(schema, {"cc": "target"}) == "the role of 'cc': the tool has no such argument"
     )
     assert "not one of" in str(roles_problem(schema, {"to": "owner"}))
+
+
+@pytest.mark.parametrize(
+    ("properties", "found"),
+    [
+        ({"url": {"type": "string"}}, "url"),
+        ({"page_link": {"type": "string"}}, "page_link"),
+        ({"webpageAddress": {"type": "string"}}, "webpageAddress"),
+        ({"where": {"type": "string", "format": "uri"}}, "where"),
+        ({"server": {"type": "string", "format": "hostname"}}, "server"),
+        ({"n": {"type": "integer"}, "host": {"type": "string"}}, "host"),
+        ({"channel": {"type": "string"}, "query": {"type": "string"}}, None),
+        ({"hurl": {"type": "string"}, "curly": {"type": "string"}}, None),  # whole words only
+    ],
+)
+def test_an_argument_that_takes_a_web_address_is_found_by_its_words_or_format(
+    properties: dict[str, object], found: str | None
+) -> None:
+    assert names_an_address({"type": "object", "properties": properties}) == found
+    assert names_an_address({"type": "object"}) is None

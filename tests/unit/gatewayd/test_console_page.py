@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from bxcore.deny import DenyReason, denial_clause
+from bxcore.owner_text import ORIGINS_SAID
 from bxcore.shown_arguments import MOST_DEPTH, MOST_NAMED, RUN
 from bxcore.visible import MARKS, NAMES
-from bxctl.owner_view import ORIGINS_SAID
 from services.gatewayd.console.app import STATIC
 
 FILES = sorted(p for p in STATIC.rglob("*") if p.is_file())

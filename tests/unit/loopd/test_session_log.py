@@ -24,7 +24,8 @@ from bxcore.messages import (
     TurnError,
     TurnEvent,
 )
-from services.loopd.history import Call, ModelReply, Record, SessionLog, ToolResultRecord
+from services.loopd.core.turn_events import Call
+from services.loopd.history import ModelReply, Record, SessionLog, ToolResultRecord
 from services.loopd.model import Assistant, Message, ToolCall, ToolResult, User
 
 # -- the questions, answered by reading every record ---------------------------------------

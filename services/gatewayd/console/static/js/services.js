@@ -69,10 +69,19 @@ async function status() {
     }
     labelCells($("#services-table"));
     mcpServers(data.mcp || []);
+    matrixLine(data.matrix);
     say($("#services-problem"), "");
   } catch (error) {
     say($("#services-problem"), error.message);
   }
+}
+
+// The phone channel's state (SPEC §21.1), as `bxctl status` prints it; hidden without [matrix].
+function matrixLine(matrix) {
+  const line = $("#matrix-state");
+  line.hidden = !matrix;
+  say(line, matrix ? matrix.line : "");
+  line.className = matrix && matrix.style ? `state ${matrix.style === "red" ? "failed" : "backoff"}` : "state";
 }
 
 // Each MCP server as `bxctl mcp list` shows it. A flagged one (a tool changed or new since the
