@@ -21,6 +21,7 @@ MANIFEST = "backup.json"
 LEDGER = "audit/ledger.jsonl"
 HEAD = "audit/head.json"
 MEMORY = "memory/memory.sqlite3"
+LABELS = "state/broker"  # the session labels, `<session>.json`
 #: Single files a backup takes, by their path in the home.
 FILES = ("config.toml", LEDGER, HEAD, MEMORY)
 #: Folders whose files (one level, no sub-folders) a backup takes, and which names it takes.
@@ -30,7 +31,7 @@ FOLDERS = {
     "mcp": re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\.pins\.json"),
     "witness": re.compile(r"[a-z0-9][a-z0-9-]{0,63}\.json"),
     "sessions": re.compile(r"([A-Za-z0-9_][A-Za-z0-9._-]{0,127}\.jsonl|\.jobs\.json)"),
-    "state/broker": re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}\.json"),
+    LABELS: re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}\.json"),
 }
 #: Only with `--with-secrets`: the CURVE key pairs and the console's owner token.
 SECRETS = "keys"

@@ -25,9 +25,11 @@ from bxcore.config import ConfigError, load_config, parse_config, toml_value
 from bxcore.config_mcp import valid_server_name
 from bxcore.home import Home
 from bxcore.mcp_host import not_found, resolve_program
+from bxcore.visible import visible
 from bxctl import mcp_npm, mcp_pypi
 from bxctl.mcp_install import InstallError
 from bxctl.output import fail, say
+from services.brokerd.face import binds_problem, own_places
 
 
 def render_entry(
@@ -40,8 +42,10 @@ def render_entry(
     env: Mapping[str, str] | None = None,
     note: str | None = None,
 ) -> str:
-    """The `[[mcp]]` table, with the keys it needs only; `note` is a comment above it."""
-    lines = [f"# {note}"] if note else []
+    """The `[[mcp]]` table, with the keys it needs only; `note` is a comment above it, kept to
+    one line (`visible`): a newline in an argument the owner pasted, or in the version a
+    package's own package.json gives, would end the comment and write TOML of its own."""
+    lines = [f"# {visible(note)}"] if note else []
     lines += ["[[mcp]]", f"name = {toml_value(name)}", f"command = {toml_value(list(command))}"]
     for key, values in (("paths", paths), ("ro_paths", ro_paths), ("hosts", hosts)):
         if values:
@@ -108,10 +112,10 @@ def add(
     if not home.config.exists():
         fail(f"there is no {home.config}: run `bxctl init` first")
     try:
-        servers = load_config(home.config).mcp
+        config = load_config(home.config)
     except ConfigError as error:
         fail(f"config.toml must be mended first: {error}")
-    if any(server.name == name for server in servers):
+    if any(server.name == name for server in config.mcp):
         fail(f"config.toml has an [[mcp]] entry named {name!r} already")
     rw = list(path or [])
     ro = list(ro_path or [])
@@ -132,6 +136,9 @@ def add(
         parse_config(new, str(home.config))
     except ConfigError as error:
         fail(str(error))
+    problem = binds_problem(own_places(home, config), rw, [*ro_installed, *ro])
+    if problem is not None:
+        fail(f"not added: {problem} (brokerd would not start it)")
     write_atomically(home.config, new, mode=home.config.stat().st_mode & 0o777)
     say(f"added [[mcp]] {name} to {home.config}:")
     for line in block.splitlines():

@@ -82,14 +82,17 @@ def _check(requirement: str) -> None:
 
 def install(folder: Path, requirement: str) -> Path:
     """`requirement` installed with pip, wheels only, into a new virtual environment at
-    `folder` (one there already is used again); its `bin` folder."""
+    `folder`; its `bin` folder. One there already is emptied first (`venv --clear`): a `.pth`
+    file a package put in it runs at every start of its Python, so pip never starts that
+    Python outside the sandbox with a package's files in it."""
     folder.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
     python = folder / "bin" / "python"
-    steps: list[tuple[str, list[str]]] = []
-    if not python.exists():
-        steps.append(("python -m venv", [sys.executable, "-m", "venv", str(folder)]))
+    venv = [sys.executable, "-m", "venv", "--clear", str(folder)]
     pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    steps.append((f"pip install {requirement}", [*pip, "--only-binary", ":all:", requirement]))
+    steps = [
+        ("python -m venv", venv),
+        (f"pip install {requirement}", [*pip, "--only-binary", ":all:", requirement]),
+    ]
     for what, argv in steps:
         mcp_install.run(what, argv)
     return folder / "bin"

@@ -3,7 +3,8 @@
 Nothing reaches the home before the whole archive is checked: every member a regular file in
 a place a backup takes (`backup_archive`), each one named by the manifest with its size and
 SHA-256 and none missing; the ledger a whole chain ending exactly at the manifest's head,
-holding every witnessed head and brokerd's confirmed one; the notes a sound SQLite file. The
+holding every witnessed head and brokerd's confirmed one; every session label at least what
+the ledger raised it to; the notes a sound SQLite file. The
 members are written into a folder beside the home, checked there, and the folder is renamed
 to the home; `bxctl init` then adds what the archive does not hold (new keys and console
 token, unless it holds them; the run, logs and workspace folders), never a starter grant.
@@ -17,14 +18,18 @@ import shutil
 import sqlite3
 import tarfile
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from bxcore import witness
+from bxcore.errors import one_line
 from bxcore.home import Home
+from bxcore.labels import SESSION_DEFAULT
 from bxctl.backup_archive import (
     ALL_FOLDERS,
     HEAD,
+    LABELS,
     LEDGER,
     MANIFEST,
     MEMORY,
@@ -36,9 +41,28 @@ from bxctl.backup_archive import (
 )
 from bxctl.init import init_home
 from services.brokerd.core.records import Head
-from services.brokerd.face import LedgerUnreadable, Mark, held, read_confirmed, verify_file
+from services.brokerd.face import (
+    LedgerUnreadable,
+    Mark,
+    decode_label,
+    held,
+    reached,
+    read_confirmed,
+    verify_file,
+)
 
 MANIFEST_LIMIT = 64 * 1024 * 1024  # no manifest of a real home comes near it
+SPARE = 64 * 1024 * 1024  # left free when the archive is unpacked
+HEADER_LIMIT = 64 * 1024  # a pax or GNU long-name header; a backup's names are short
+_EXTENDED = frozenset(
+    {
+        tarfile.XHDTYPE,
+        tarfile.XGLTYPE,
+        tarfile.SOLARIS_XHDTYPE,
+        tarfile.GNUTYPE_LONGNAME,
+        tarfile.GNUTYPE_LONGLINK,
+    }
+)
 BLOCK = 1024 * 1024
 
 
@@ -60,6 +84,7 @@ def restore_backup(archive: Path, home: Home) -> Restored:
     try:
         manifest = _unpack(archive, stage)
         _check_ledger(stage, manifest)
+        _check_labels(stage, manifest)
         _check_memory(stage)
         if root.exists():
             root.rmdir()  # empty, checked above
@@ -71,19 +96,26 @@ def restore_backup(archive: Path, home: Home) -> Restored:
 
 
 def _unpack(archive: Path, stage: Path) -> Manifest:
-    """Every member written under `stage`, each checked against the manifest."""
+    """Every member written under `stage` as it comes, each checked against the manifest, which
+    must come first (as `bxctl backup` writes it)."""
+    manifest: Manifest | None = None
+    seen: set[str] = set()
     try:
-        with tarfile.open(archive, mode="r:*") as tar:
-            members = [m for m in tar.getmembers() if not _folder(m)]
-            names = [member_name(member.name) for member in members]
-            if len(set(names)) != len(names):
-                raise ArchiveRefused(f"{archive}: a member is there twice")
-            by_name = dict(zip(names, members, strict=True))
-            if MANIFEST not in by_name:
-                raise ArchiveRefused(f"{archive} holds no {MANIFEST}: not a boxmaker backup")
-            manifest = parse_manifest(_read(tar, by_name[MANIFEST], MANIFEST_LIMIT))
-            for name, member in by_name.items():
-                if name == MANIFEST:
+        with tarfile.open(archive, mode="r:*", tarinfo=_Header) as tar:
+            for member in _members(tar):
+                if _folder(member):
+                    continue
+                name = member_name(member.name)
+                if name in seen:
+                    raise ArchiveRefused(f"{archive}: a member is there twice")
+                seen.add(name)
+                if manifest is None:
+                    if name != MANIFEST:
+                        raise ArchiveRefused(
+                            f"{archive} does not begin with {MANIFEST}: not a boxmaker backup"
+                        )
+                    manifest = parse_manifest(_read(tar, member, MANIFEST_LIMIT))
+                    _room(stage, manifest)
                     continue
                 problem = member_problem(name, manifest.secrets)
                 if problem is not None:
@@ -93,12 +125,51 @@ def _unpack(archive: Path, stage: Path) -> Manifest:
                 if name not in manifest.files:
                     raise ArchiveRefused(f"{name} is not in the manifest: tampered")
                 _extract(tar, member, name, stage, manifest)
-            missing = sorted(set(manifest.files) - set(names))
-            if missing:
-                raise ArchiveRefused(f"the manifest names {missing[0]}, which is not there")
     except (tarfile.TarError, EOFError, OSError) as error:
         raise ArchiveRefused(f"cannot read the archive {archive}: {error}") from None
+    if manifest is None:
+        raise ArchiveRefused(f"{archive} holds no {MANIFEST}: not a boxmaker backup")
+    missing = sorted(set(manifest.files) - seen)
+    if missing:
+        raise ArchiveRefused(f"the manifest names {missing[0]}, which is not there")
     return manifest
+
+
+def _room(stage: Path, manifest: Manifest) -> None:
+    """The members' sizes, as the manifest says (each member is held to its size), must fit
+    in the space free beside the home, with `SPARE` left over: an archive of a few megabytes
+    may unpack to terabytes of zeros, and a full disk would stop the boxes writing there."""
+    needed = sum(entry.size for entry in manifest.files.values())
+    free = shutil.disk_usage(stage).free
+    if needed + SPARE > free:
+        raise ArchiveRefused(
+            f"the archive unpacks to {needed} bytes, and {free} are free beside the home "
+            f"({SPARE} kept spare)"
+        )
+
+
+def _members(tar: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
+    """Each member in turn, none kept: tarfile's own list of those read is emptied as it goes,
+    so an archive of millions of headers (a few megabytes gzipped) costs no memory."""
+    while (member := tar.next()) is not None:
+        tar.members.clear()  # type: ignore[attr-defined]  # its list of those read (3.11)
+        yield member
+
+
+class _Header(tarfile.TarInfo):
+    """A member's header, bounded before tarfile reads it: a pax or GNU long-name header is
+    read whole into memory, so one of gigabytes (kilobytes gzipped) is refused unread, and so
+    is a sparse member, which no backup writes."""
+
+    def _proc_member(self, tar: tarfile.TarFile) -> tarfile.TarInfo:
+        if self.type in _EXTENDED and self.size > HEADER_LIMIT:
+            raise ArchiveRefused(
+                f"a member's header is {self.size} bytes, over {HEADER_LIMIT}: not an archive "
+                "bxctl backup made"
+            )
+        if self.type == tarfile.GNUTYPE_SPARSE:
+            raise ArchiveRefused("a sparse member: not an archive bxctl backup made")
+        return super()._proc_member(tar)  # type: ignore[misc, no-any-return]
 
 
 def _read(tar: tarfile.TarFile, member: tarfile.TarInfo, limit: int) -> bytes:
@@ -191,6 +262,28 @@ def _check_ledger(stage: Path, manifest: Manifest) -> None:
         raise ArchiveRefused(str(error)) from None
     if confirmed is not None and confirmed != head:
         raise ArchiveRefused("the archive's audit/head.json is not its manifest's head: tampered")
+
+
+def _check_labels(stage: Path, manifest: Manifest) -> None:
+    """Every session the ledger raised must have a label file at least that high: the files
+    are not in the chain, so an archive whose ledger is the owner's (its head the one the
+    owner kept) could otherwise bring a session back trusted that had read untrusted content
+    (SPEC I3). A missing file reads as a new session's label, which is the lowest."""
+    if manifest.head.head.seq == 0:
+        return
+    for session, label in sorted(reached(stage / LEDGER).items()):
+        name = f"{LABELS}/{session}.json"
+        restored = SESSION_DEFAULT
+        if name in manifest.files:
+            try:
+                restored = decode_label((stage / name).read_bytes())
+            except ValueError as error:
+                raise ArchiveRefused(f"{name} is not a label: {one_line(error)}") from None
+        if not label.at_most(restored):
+            raise ArchiveRefused(
+                f"the archive's label of session {session!r} ({restored!r}) is lower than its "
+                f"ledger raised it to ({label!r}): tampered"
+            )
 
 
 def _mark(seen: witness.Seen) -> Mark:

@@ -238,7 +238,10 @@ async def serve(ctx: Context) -> None:
         return Client(ctx.zmq, memory, socket="memory")
 
     sandboxed = config.sandbox.mode == "bwrap"
-    mcp = McpRunner(config.mcp, host, home, sandboxed=sandboxed, pins=config.sandbox.fetch_pins)
+    places = own_places(home, config)
+    mcp = McpRunner(
+        config.mcp, host, home, sandboxed=sandboxed, own=places, pins=config.sandbox.fetch_pins
+    )
     courier = Courier(config.sandbox, host, memoryd, home.run_dir, cgroups, mcp)
     # The shared pieces first, then the handlers that use them: none reaches into another.
     labels = StateStore(home.state_broker)
@@ -248,7 +251,7 @@ async def serve(ctx: Context) -> None:
     judge = Judge(
         labels,
         GrantsFolder(home.grants),
-        own_places(home, config),
+        places,
         mcp.catalog,
         jobs,
         words=words.words_of,

@@ -1,8 +1,8 @@
 """What bxctl may do with brokerd's files while brokerd is not running (issue 25): read and
-verify the ledger (its lines from the end, its confirmed head, the index's mark), write a
-restored ledger's confirmed head (`bxctl restore`), read the grants folder and add or remove
-a grant file, and name the box's own places. bxctl reaches
-brokerd only through here and brokerd's pure core (`tests/unit/test_imports.py`), so what it
+verify the ledger (its lines from the end, its confirmed head, the index's mark, the labels
+it raised), write a restored ledger's confirmed head (`bxctl restore`), read the grants folder
+and add or remove a grant file, and name the box's own places. bxctl reaches brokerd only
+through here and brokerd's pure core (`tests/unit/test_imports.py`), so what it
 may touch is this one list.
 """
 
@@ -18,9 +18,11 @@ from services.brokerd.grant_files import (
 from services.brokerd.grants_folder import read_folder
 from services.brokerd.ledger.head import HEAD_FILE, read_confirmed, write_confirmed
 from services.brokerd.ledger.index import START, Mark
+from services.brokerd.ledger.labels import reached
 from services.brokerd.ledger.scan import lines_backwards
 from services.brokerd.ledger.verify import LedgerUnreadable, Progress, held, verify_file
-from services.brokerd.own import own_places
+from services.brokerd.own import binds_problem, own_places
+from services.brokerd.state import decode_label
 
 __all__ = [
     "HEAD_FILE",
@@ -31,10 +33,13 @@ __all__ = [
     "Mark",
     "Progress",
     "add_grant",
+    "binds_problem",
+    "decode_label",
     "held",
     "lines_backwards",
     "own_places",
     "parse_match",
+    "reached",
     "read_confirmed",
     "read_folder",
     "remove_grant",

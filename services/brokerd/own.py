@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import bxcore
@@ -28,7 +29,24 @@ def own_places(home: Home, config: Config) -> OwnPlaces:
         endpoint = config.sockets.endpoint(socket, home)
         if endpoint.startswith("ipc://"):
             closed.append(Path(endpoint[len("ipc://") :]))
-    return OwnPlaces(_both(closed), _both([home.workspace]))
+    code = _both([install, Path(sys.prefix), home.mcp])  # read by servers, written by none
+    return OwnPlaces(_both(closed), _both([home.workspace]), code)
+
+
+def binds_problem(own: OwnPlaces, paths: Sequence[str], ro_paths: Sequence[str]) -> str | None:
+    """Why an MCP server with these binds may not start (None: it may): one would show one of
+    boxmaker's own places (`OwnPlaces.shown_by`), each path as written and as resolved, since
+    bwrap binds what a link names."""
+    binds = [(path, False) for path in paths] + [(path, True) for path in ro_paths]
+    for bound, read_only in binds:
+        for form in dict.fromkeys((bound, os.path.realpath(bound))):
+            place = own.shown_by(form, read_only=read_only)
+            if place is not None:
+                return (
+                    f"its path {bound} would show boxmaker's own {place}, which no tool may "
+                    "reach: name a folder outside it, or in the workspace"
+                )
+    return None
 
 
 def _both(paths: list[Path]) -> tuple[str, ...]:

@@ -12,6 +12,8 @@ inside its sandbox: `python mcp_servers.py KIND [FOLDER]`.
 - `memory`: `remember` and `recall`, held in the process's memory (per-session servers).
 - `prober FOLDER`: `read_path`, `connect` and `https_get` try to reach what is outside their
   sandbox (`https_get` through HTTPS_PROXY: the entry's `hosts`).
+- `sharer FOLDER`: `share`, whose permissions are a map from each address to its role (the
+  address is a key: where the effect goes), appended to FOLDER/shared.jsonl.
 - `slow FOLDER`: `work`, which writes `start TAG` to FOLDER/runs.log, takes 2 s, then writes
   `end TAG` (a call a brokerd crash can interrupt: did it run twice?); `quick` answers at once.
 """
@@ -56,6 +58,18 @@ def mailbox(folder: Path) -> MCPServer:
         with open(folder / "sent.jsonl", "a", encoding="utf-8") as sent:
             sent.write(json.dumps({"to": to, "body": body, "pid": os.getpid()}) + "\n")
         return f"sent to {to}"
+
+    return server
+
+
+def sharer(folder: Path) -> MCPServer:
+    server = MCPServer("fake-sharer")
+
+    @server.tool(description="Share a document: permissions maps each address to its role.")
+    def share(doc: str, permissions: dict[str, str]) -> str:
+        with open(folder / "shared.jsonl", "a", encoding="utf-8") as shared:
+            shared.write(json.dumps({"doc": doc, "permissions": permissions}) + "\n")
+        return f"shared {doc}"
 
     return server
 
@@ -214,6 +228,7 @@ def main() -> None:
         "memory": memory,
         "prober": prober,
         "slow": lambda: slow(folder),
+        "sharer": lambda: sharer(folder),
     }
     servers[kind]().run("stdio")
 

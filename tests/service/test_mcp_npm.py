@@ -51,3 +51,22 @@ def test_an_npx_server_added_with_bxctl_runs_in_its_sandbox(short_tmp: Path) -> 
         )
     assert isinstance(read, Done) and read.ok, read
     assert read.output == "water the plants\n"
+
+
+def test_no_script_of_a_packages_git_dependency_runs_at_its_install(short_tmp: Path) -> None:
+    """A hostile registry package whose dependency is a git repository with `install` and
+    `prepare` scripts (npm prepares a git dependency with an `npm install` of its own): with
+    the owner's npm pointed at that registry, `bxctl mcp add` runs neither, outside any
+    sandbox, as the owner."""
+    from tests.fakes.npm_registry import PACKAGE, serve
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    home = init_home(short_tmp / "h")
+    with serve(short_tmp) as registry:
+        env = {**os.environ, "npm_config_registry": registry}
+        env["npm_config_cache"] = str(short_tmp / "npm-cache")
+        added = bxctl(home, "mcp", "add", "evil", "--", "npx", "-y", PACKAGE, env=env)
+    assert added.returncode == 0, added.stderr
+    assert (Home(home).mcp_npm("evil") / "node_modules" / "gitdep" / "package.json").exists()
+    assert not (short_tmp / "ran").exists()

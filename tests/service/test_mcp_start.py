@@ -78,3 +78,33 @@ def test_a_server_that_cannot_start_says_why_everywhere_the_owner_looks(short_tm
     assert all(len(line) <= 100 for line in listed.stdout.splitlines())
     assert trusted.returncode == 1 and not stale.exists()
     assert trusted.stderr.startswith(f"bxctl: brokerd could not start boom: {boom}")
+
+
+def test_a_server_whose_paths_would_show_the_box_itself_is_not_started(short_tmp: Path) -> None:
+    """`paths = ["/home/me"]` (what `bxctl mcp add` binds for a README's `… /home/me`) holds
+    the home: the server could write a grant, read the owner's key or speak on a socket. It
+    is not started, saying so; the workspace, and the installation read-only, are fine."""
+    from tests.support.mcp import FAKES, fake
+
+    home = short_tmp / "h"
+    work = home / "workspace" / "notes"
+    config = (
+        entry("wide", [sys.executable, "-c", BOOM], paths=[str(short_tmp)])
+        + entry("keys", [sys.executable, "-c", BOOM], ro_paths=[str(home / "keys")])
+        + entry("link", [sys.executable, "-c", BOOM], paths=[str(short_tmp / "to-home")])
+        + fake("fine", "memory", paths=[str(work)])
+    )
+    home = init_home(home, config)
+    work.mkdir(parents=True)
+    (short_tmp / "to-home").symlink_to(home)
+    assert str(FAKES) in (home / "config.toml").read_text()  # the installation, read-only
+    with running("brokerd", home):
+        found = problems(home, {"wide", "keys", "link"})
+        wait_listed(home, "fine")
+    assert found["wide"]["problem"] == (
+        f"its path {short_tmp} would show boxmaker's own {home}, which no tool may reach: "
+        "name a folder outside it, or in the workspace"
+    )
+    assert found["keys"]["problem"].startswith(f"its path {home / 'keys'} would show ")
+    assert found["link"]["problem"].startswith(f"its path {short_tmp / 'to-home'} would show ")
+    assert found["fine"]["problem"] is None

@@ -23,6 +23,11 @@ from decimal import Decimal, InvalidOperation
 #: people name (addresses, paths, handles, amounts).
 OPENING = "\"'`([{<“‘«„"
 CLOSING = "\"'`)]}>.,;:!?”’»"
+#: The white space a value's phrase may have between its tokens. Any other (a no-break or
+#: ideographic space, a line separator, a carriage return, `\x1c`) splits a string as well,
+#: but the value is then another string than the one the owner typed, though it looks alike.
+TYPED_SPACE = " \t\n"
+_OTHER_SPACE = re.compile(r"[^\S \t\n]")  # white space (as str.split sees it) but those
 #: How much of the owner's words a session keeps for matching: the newest messages win.
 MAX_WORDS = 256 * 1024  # characters
 
@@ -134,15 +139,29 @@ class Words:
         pieces = value.split()
         if not pieces or value != value.strip():
             return False  # empty, or white space around it: no token anyone typed
-        first = folded(pieces[0])
-        rest = [folded(piece) for piece in pieces[1:]]
-        for start in self._where.get(first, ()):
-            end = start + len(rest)
+        if _OTHER_SPACE.search(value):
+            return False  # `week\u00a03.md`, `week\r3.md`: another name than `week 3.md`
+        rest = _Folded(pieces[1:])  # folded as far as a match gets: a value is up to 2 MiB
+        for start in self._where.get(folded(pieces[0]), ()):
+            end = start + len(pieces) - 1
             if end < len(self._forms) and all(
-                piece in self._forms[start + 1 + i] for i, piece in enumerate(rest)
+                rest[i] in self._forms[start + 1 + i] for i in range(len(pieces) - 1)
             ):
                 return True
         return False
+
+
+class _Folded:
+    """The `folded` forms of `pieces`, each made the first time it is asked for."""
+
+    def __init__(self, pieces: Sequence[str]) -> None:
+        self._pieces = pieces
+        self._made: list[str] = []
+
+    def __getitem__(self, at: int) -> str:
+        while len(self._made) <= at:
+            self._made.append(folded(self._pieces[len(self._made)]))
+        return self._made[at]
 
 
 def _beside_a_month(tokens: Sequence[str], n: int) -> bool:

@@ -2,12 +2,12 @@
 
 `check` walks a call's arguments by their roles (`bxcore.roles`; a built-in tool's are its
 fields', an MCP tool's are pinned with it): every value under a *target* argument is a target
-(each element of an array, each leaf of an object), named by its JSON pointer (`/to`,
-`/recipients/1`); a *code* argument is a target no words ever endorse; of *content* only the
-links are looked at (`https://…`, `www.…`): each is a target at its argument's pointer, since
-a link in a message sends its reader there (issue 24: "send Alice the link www.evil…" to the
-Alice the owner named). A call runs unasked in an untrusted session only when it has a
-target and every target is the owner's (`endorsed`).
+(each element of an array, each leaf of an object and each of its keys), named by its JSON
+pointer (`/to`, `/recipients/1`; a key by its object's); a *code* argument is a target no
+words ever endorse; of *content* only the links are looked at (`https://…`, `www.…`): each is
+a target at its argument's pointer, since a link in a message sends its reader there (issue
+24: "send Alice the link www.evil…" to the Alice the owner named). A call runs unasked in an
+untrusted session only when it has a target and every target is the owner's (`endorsed`).
 
 Pure: no I/O, no clock.
 """
@@ -145,12 +145,15 @@ def _arguments(
 
 
 def _leaves(at: str, value: Any) -> Iterator[tuple[str, str | int | float | bool]]:
-    """The values under `value`, each with its JSON pointer; null, [] and {} name nothing."""
+    """The values under `value`, each with its JSON pointer; null, [] and {} name nothing.
+    An object's keys are values too, each named by the object's pointer: in a map such as
+    `{"mallory@evil.example": "writer"}` the key is where the effect goes."""
     if isinstance(value, list):
         for n, item in enumerate(value):
             yield from _leaves(f"{at}/{n}", item)
     elif isinstance(value, dict):
         for key, item in value.items():
+            yield at, key
             yield from _leaves(f"{at}/{_escape(key)}", item)
     elif value is not None:
         yield at, value

@@ -35,21 +35,38 @@ from services.brokerd.core.grants import Grant, Mode
 class OwnPlaces:
     """boxmaker's own places, out of every tool's reach whatever the grants say (I2, I6):
     `closed` (the home, the run folder, the installation; as written and as resolved) except
-    what lies in `open` (the workspace)."""
+    what lies in `open` (the workspace); `code`, the places among them that hold code only
+    (the installation, its Python environment, the MCP servers installed in the home): no
+    secret to read, only never to write."""
 
     closed: tuple[str, ...] = ()
     open: tuple[str, ...] = ()
+    code: tuple[str, ...] = ()
     # The same as sets, made once (the object is frozen): `holds` is asked at every decision.
     _closed: frozenset[str] = field(init=False, repr=False, compare=False)
     _open: frozenset[str] = field(init=False, repr=False, compare=False)
+    _code: frozenset[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_closed", frozenset(self.closed))
         object.__setattr__(self, "_open", frozenset(self.open))
+        object.__setattr__(self, "_code", frozenset(self.code))
 
     def holds(self, path: str) -> bool:
         """Whether `path` is one of boxmaker's own, outside the workspace."""
         return within(path, self._closed) and not within(path, self._open)
+
+    def shown_by(self, path: str, *, read_only: bool) -> str | None:
+        """The place of boxmaker's own that a bind of `path` whole would show: `path` itself,
+        or one of them inside it (`/home/me` holds the home); None when it shows none. Read
+        only, what lies in `code` shows nothing secret."""
+        if read_only and within(path, self._code):
+            return None
+        if self.holds(path):
+            return path
+        counted = self._closed - self._code if read_only else self._closed
+        inner = (place for place in sorted(counted) if inside(path, place))
+        return next((place for place in inner if not within(place, self._open)), None)
 
 
 NO_PLACES = OwnPlaces()

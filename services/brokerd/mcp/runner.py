@@ -44,6 +44,7 @@ from bxcore.report import Report
 from services.brokerd.core.bwrap import Host
 from services.brokerd.core.mcp_args import McpArgs
 from services.brokerd.core.policy import Allowed
+from services.brokerd.core.view import OwnPlaces
 from services.brokerd.mcp import result as mcp_result
 from services.brokerd.mcp.proxy import HostsProxy
 from services.brokerd.mcp.start import (
@@ -80,6 +81,7 @@ class McpRunner:
         home: Home,
         *,
         sandboxed: bool,
+        own: OwnPlaces,
         pins: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -96,7 +98,7 @@ class McpRunner:
         }
         self.home = home
         self.clock = clock
-        self._launcher = Launcher(host, home, sandboxed=sandboxed, proxies=self.proxies)
+        self._launcher = Launcher(host, home, sandboxed=sandboxed, proxies=self.proxies, own=own)
         self._user = mcp_host.Sandboxed.of_brokerd(host.drop_to)
         self._warnings: dict[str, list[str]] = {}  # of each server's paths, found at start
         self._tasks: anyio.abc.TaskGroup | None = None

@@ -26,10 +26,12 @@ from bxcore.config_mcp import McpServer
 from bxcore.home import Home
 from bxcore.mcp_tools import DefinitionError, ToolDef, canonical, tool_def
 from services.brokerd.core.bwrap import Host
+from services.brokerd.core.view import OwnPlaces
 from services.brokerd.mcp import sandbox as mcp_sandbox
 from services.brokerd.mcp import stdio as mcp_stdio
 from services.brokerd.mcp.proxy import HostsProxy
 from services.brokerd.mcp.stdio import ServerPipe
+from services.brokerd.own import binds_problem
 
 log = logging.getLogger(__name__)
 
@@ -124,10 +126,17 @@ class Launcher:
     it has `hosts`, under the sandbox's seccomp filter."""
 
     def __init__(
-        self, host: Host, home: Home, *, sandboxed: bool, proxies: Mapping[str, HostsProxy]
+        self,
+        host: Host,
+        home: Home,
+        *,
+        sandboxed: bool,
+        proxies: Mapping[str, HostsProxy],
+        own: OwnPlaces,
     ) -> None:
         self._host = host
         self._home = home
+        self._own = own
         self._sandboxed = sandboxed
         self._proxies = proxies
         self._seccomp_written: str | None = None
@@ -144,6 +153,7 @@ class Launcher:
         if not self._sandboxed:
             argv, env = mcp_sandbox.unconfined(server, program)
             return argv, get_default_environment() | dict(env)
+        self._check_paths(server)
         if self._host.bwrap is None:
             raise StartFailed("sandbox unavailable: bwrap not found (install bubblewrap)")
         proxy = self._proxies.get(server.name)
@@ -153,6 +163,15 @@ class Launcher:
         argv[0] = self._host.bwrap
         argv = mcp_sandbox.launched(self._host, argv, self._seccomp_file())
         return argv, get_default_environment()
+
+    def _check_paths(self, server: McpServer) -> None:
+        """StartFailed when a path of the entry would show boxmaker's own places: read-write,
+        any of them (a server could grant itself anything, or plant code brokerd runs);
+        read-only, all but the installation (the keys, the ledger, the sockets). The workspace
+        is the agent's. Each path as written and as resolved: bwrap binds what a link names."""
+        problem = binds_problem(self._own, server.paths, server.ro_paths)
+        if problem is not None:
+            raise StartFailed(problem)
 
     def _seccomp_file(self) -> str | None:
         """`{home}/run/mcp-seccomp.bpf`: the sandbox's filter (`core.seccomp`) for

@@ -58,6 +58,12 @@ SAID = (
         ("summary.", False),
         ("аlice@example.com", False),  # a Cyrillic а: looks the same, is not
         ("Alice\u200b", False),  # a zero-width space after it
+        ("/home/kyle/notes/week\u00a03.md", False),  # a no-break space: another name
+        ("/home/kyle/notes/week\r3.md", False),
+        ("/home/kyle/notes/week\x1c3.md", False),  # a control str.split takes for a space
+        ("Bob\u3000Smith", False),  # an ideographic space
+        ("Bob\u2028Smith", False),
+        ("Bob\tSmith", True),
     ],
 )
 def test_a_string_is_the_owners_only_as_whole_tokens(value: str, holds: bool) -> None:

@@ -5,6 +5,7 @@ flow check, deny grants and `ask` grants stand as they were."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -214,6 +215,30 @@ def test_a_target_says_the_tool_of_the_call_it_came_from_when_known() -> None:
     came = Target("/to", "m@evil.example", "untrusted: call c4", "mcp__mail__read_inbox")
     assert came.said() == '/to = "m@evil.example": untrusted: call c4 (mcp__mail__read_inbox)'
     assert Target("/to", "a@b.c", "owner").said() == '/to = "a@b.c": owner'
+
+
+def test_an_objects_keys_are_targets_named_by_the_objects_pointer() -> None:
+    share = ToolDef(
+        "share",
+        "Share a document.",
+        {"type": "object", "properties": {"permissions": {"type": "object"}}},
+    )
+    pins = Pins("docs", "t", {"share": share}, {"share": {"permissions": Role.TARGET}})
+    catalog, _ = build_catalog({"docs": pins}, {})
+    words = Words(["share it with alice@example.com as writer"])
+    grant = dataclasses.replace(mcp_grant(), tool="mcp__docs__share")
+
+    def decided(permissions: object) -> Allowed | Ask | Denied:
+        arguments = json.dumps({"permissions": permissions})
+        return decide(UNTRUSTED, grant.tool, arguments, [grant], mcp=catalog, words=words)
+
+    theirs = decided({"mallory@evil.example": "writer"})
+    assert isinstance(theirs, Ask)
+    assert [(t.at, t.value, t.origin) for t in theirs.targets] == [
+        ("/permissions", "mallory@evil.example", UNKNOWN),
+        ("/permissions/mallory@evil.example", "writer", OWNER),
+    ]
+    assert isinstance(decided({"alice@example.com": "writer"}), Allowed)
 
 
 def test_a_link_in_content_is_a_target_so_an_owners_recipient_does_not_carry_it() -> None:

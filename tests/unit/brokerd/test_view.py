@@ -194,4 +194,29 @@ def test_within_is_inside_any_of_the_places(path: str, places: frozenset[str]) -
 def test_own_places_made_alike_are_equal_and_hash_alike() -> None:
     again = OwnPlaces(("/w/box",), ("/w/box/workspace",))
     assert again == HOME and hash(again) == hash(HOME)
-    assert repr(again) == "OwnPlaces(closed=('/w/box',), open=('/w/box/workspace',))"
+    assert repr(again) == "OwnPlaces(closed=('/w/box',), open=('/w/box/workspace',), code=())"
+
+
+@pytest.mark.parametrize(
+    ("path", "read_only", "shown"),
+    [
+        ("/w", False, "/w/box"),  # holds the home
+        ("/w", True, "/w/box"),
+        ("/w/box/keys", True, "/w/box/keys"),  # in it
+        ("/w/box/workspace", False, None),  # the agent's
+        ("/w/box/workspace/notes", False, None),
+        ("/w/other", False, None),
+        ("/opt/box", False, "/opt/box/.venv"),  # holds the installation: not to write
+        ("/opt/box", True, None),  # but no secret to read
+        ("/opt/box/.venv/lib", False, "/opt/box/.venv/lib"),
+        ("/w/box/mcp/npm/fs/node_modules", True, None),  # a server's installed code
+        ("/w/box/mcp/npm/fs/node_modules", False, "/w/box/mcp/npm/fs/node_modules"),
+        ("/w/box/mcp", True, None),
+    ],
+)
+def test_what_a_bind_of_a_path_would_show_of_the_box(
+    path: str, read_only: bool, shown: str | None
+) -> None:
+    code = ("/opt/box/.venv", "/w/box/mcp")
+    own = OwnPlaces(("/w/box", "/opt/box/.venv"), ("/w/box/workspace",), code)
+    assert own.shown_by(path, read_only=read_only) == shown

@@ -84,3 +84,39 @@ def test_an_entry_reads_back_as_written() -> None:
     (server,) = parse_config(text.encode()).mcp
     assert server.command[2] == 'a "quoted" arg' and server.hosts == ("api.example.com",)
     assert text.startswith("# x 1.0, installed by `bxctl mcp add`\n[[mcp]]\n")
+
+
+#: An argument (or a package.json's version) that would end the note's comment and go on as
+#: TOML of its own: a second server, with the owner's home bound read-write.
+SMUGGLED = '1.0\n[[mcp]]\nname = "evil"\ncommand = ["/bin/sh"]\npaths = ["/home"]\n#'
+
+
+def test_a_note_stays_one_comment_line_whatever_it_holds() -> None:
+    text = render_entry("x", ["/bin/prog", SMUGGLED], note=f"x {SMUGGLED}, installed by ...")
+    (server,) = parse_config(text.encode()).mcp
+    assert server.name == "x" and server.command == ("/bin/prog", SMUGGLED)
+    assert text.splitlines()[0].startswith("# x 1.0\\x0a[[mcp]]\\x0aname")
+
+
+def test_an_argument_with_a_newline_adds_one_server_only(short_tmp: Path) -> None:
+    home = init_home(short_tmp / "h")
+    added = bxctl(home, "mcp", "add", "time", "--", "mcp-server-time", SMUGGLED)
+    assert added.returncode == 0, added.stderr
+    (server,) = load_config(home / "config.toml").mcp
+    assert server.name == "time" and server.command[1:] == (SMUGGLED,)
+
+
+def test_a_path_that_would_show_the_box_itself_is_not_added(short_tmp: Path) -> None:
+    """A README's `… /home/me` holds the home: brokerd would not start the server (its keys,
+    grants and sockets are no tool's), so `add` says so and writes nothing."""
+    home = init_home(short_tmp / "h")
+    before = (home / "config.toml").read_bytes()
+    keys = ["--ro-path", str(home / "keys"), "--", "mcp-server-time"]
+    for args in (["--", "mcp-server-time", str(short_tmp)], keys):
+        done = bxctl(home, "mcp", "add", "time", *args)
+        assert done.returncode == 1, done
+        assert "not added: its path " in done.stderr and "would show boxmaker's own" in done.stderr
+    assert (home / "config.toml").read_bytes() == before
+    work = home / "workspace" / "notes"
+    work.mkdir()
+    assert bxctl(home, "mcp", "add", "time", "--", "mcp-server-time", str(work)).returncode == 0
