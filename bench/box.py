@@ -20,9 +20,9 @@ from typing import Any
 
 import zmq
 
-from bxcore import wire
 from bxcore.home import Home
-from bxcore.messages import Ping
+from bxcore.wire import codec as wire
+from bxcore.wire.messages import Ping
 from bxctl.init import init_home
 from tests.support.daemons import free_port
 

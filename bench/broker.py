@@ -26,9 +26,9 @@ from bench import floors, peers
 from bench.box import connect, daemon, dealer, fresh_home, remove
 from bench.python_floor import python_floor
 from bench.stats import alternated, interleaved, save, show, summary, verdict
-from bxcore import wire
 from bxcore.home import Home
-from bxcore.messages import Denied, Done, ToolRequest, ToolResponse
+from bxcore.wire import codec as wire
+from bxcore.wire.messages import Denied, Done, ToolRequest, ToolResponse
 
 _ids = itertools.count()
 

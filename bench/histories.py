@@ -31,9 +31,10 @@ import zmq
 from bench import floors
 from bench.box import fresh_home, remove
 from bench.stats import save, verdict
-from bxcore import curve, wire
+from bxcore import curve
 from bxcore.home import Home
-from bxcore.messages import Accepted, Events, EventsQuery, OwnerMessage, TurnEnd, TurnEvent
+from bxcore.wire import codec as wire
+from bxcore.wire.messages import Accepted, Events, EventsQuery, OwnerMessage, TurnEnd, TurnEvent
 from services.gatewayd.console.feed import KEEP_BYTES
 from services.gatewayd.window import MAX_HELD
 from tests.fakes.model_server import Answer, FakeModel, Request

@@ -16,8 +16,8 @@ import zmq
 from bench import floors
 from bench.box import connect, daemon, fresh_home, remove, request
 from bench.stats import save, show, summary, verdict
-from bxcore import wire
-from bxcore.messages import OwnerMessage, TurnEnd, TurnEvent
+from bxcore.wire import codec as wire
+from bxcore.wire.messages import OwnerMessage, TurnEnd, TurnEvent
 from tests.fakes.model_server import Answer, Call, FakeModel, Request
 
 

@@ -15,7 +15,7 @@ import time
 
 from bench import floors
 from bench.box import daemon, fresh_home, remove
-from bxcore.messages import History, HistoryQuery, SessionList, SessionsQuery
+from bxcore.wire.messages import History, HistoryQuery, SessionList, SessionsQuery
 from tests.fakes.model_server import FakeModel
 from tests.support.crowd import Crowd, StubBroker, crowd_model, rss_mb
 

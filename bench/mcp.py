@@ -30,10 +30,10 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from bench import floors
 from bench.box import connect, daemon, fresh_home, remove
 from bench.stats import save, show, summary, verdict
-from bxcore import wire
-from bxcore.config import SandboxConfig, parse_config
+from bxcore.config.file import SandboxConfig, parse_config
 from bxcore.home import Home
-from bxcore.messages import Denied, Done, ToolRequest, ToolResponse
+from bxcore.wire import codec as wire
+from bxcore.wire.messages import Denied, Done, ToolRequest, ToolResponse
 from bxctl import mcp_pins
 from services.brokerd.daemon import sandbox_host
 from services.brokerd.mcp import sandbox as mcp_sandbox

@@ -40,10 +40,10 @@ from typing import Any
 import zmq
 import zmq.asyncio
 
-from bxcore import wire
 from bxcore.clock import now_ms, rfc3339
 from bxcore.deny import DenyReason
-from bxcore.messages import Denied, ToolRequest, ToolResponse
+from bxcore.wire import codec as wire
+from bxcore.wire.messages import Denied, ToolRequest, ToolResponse
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -34,9 +34,10 @@ import psutil  # type: ignore[import-untyped, unused-ignore]
 import zmq
 
 from bench.box import with_free_console
-from bxcore import curve, wire
+from bxcore import curve
 from bxcore.home import Home
-from bxcore.messages import (
+from bxcore.wire import codec as wire
+from bxcore.wire.messages import (
     AwaitApproval,
     Done,
     Failed,

@@ -4,9 +4,9 @@
 Both work the one way, written once here: one request at a time a client; `ask` sends one frame
 and takes the answer that carries the request's id, skipping late answers to earlier tries.
 No answer in time: close the socket, open a new one and send the same request again (the
-zguide's "Lazy Pirate"), as many tries as `bxcore.asking` gives the request on the client's
+zguide's "Lazy Pirate"), as many tries as `bxcore.wire.asking` gives the request on the client's
 socket, then `Unreachable`. A frame that does not decode is `ProtocolError`; an answer of a
-type that does not answer the request (`bxcore.asking.answer_of`) is `WrongAnswer`; all three
+type that does not answer the request (`bxcore.wire.asking.answer_of`) is `WrongAnswer`; all three
 are `AskFailed`, whose `kind` says which. An `error` answer is returned: it is the server's
 word. A socket that saw any trouble is closed, never reused. `async with` / `with` close it.
 """
@@ -22,10 +22,10 @@ import anyio
 import zmq
 import zmq.asyncio
 
-from bxcore import wire
-from bxcore.asking import SERVICE, Patience, answer_of, patience
-from bxcore.messages import Asks, Error
 from bxcore.router import tune
+from bxcore.wire import codec as wire
+from bxcore.wire.asking import SERVICE, Patience, answer_of, patience
+from bxcore.wire.messages import Asks, Error
 
 S = TypeVar("S", bound="zmq.Socket[Any]")
 A = TypeVar("A")

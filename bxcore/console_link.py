@@ -18,7 +18,7 @@ from typing import Any, TypeGuard
 
 from bxcore import report
 from bxcore.home import Home
-from bxcore.messages import ServiceInfo, ServiceState
+from bxcore.wire.messages import ServiceInfo, ServiceState
 
 TOKEN_BYTES = 32
 TOKEN_LENGTH = 43  # URL-safe base64 of 32 bytes, without padding

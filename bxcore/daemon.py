@@ -28,7 +28,7 @@ import zmq
 import zmq.asyncio
 
 from bxcore import runlock
-from bxcore.config import CURVE_SOCKETS, Config, ConfigError, load_config
+from bxcore.config.file import CURVE_SOCKETS, Config, ConfigError, load_config
 from bxcore.curve import KeyFileError
 from bxcore.errors import SETUP_ERROR_EXIT, SetupError, StartError, one_line
 from bxcore.home import SOCKETS, Home, HomeError

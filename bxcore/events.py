@@ -12,8 +12,8 @@ from typing import Any
 import zmq
 import zmq.asyncio
 
-from bxcore import wire
 from bxcore.router import bind, tune
+from bxcore.wire import codec as wire
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""`@frozen`: a frozen dataclass with slots (every message of `bxcore.messages`, and the values
+"""`@frozen`: a frozen dataclass with slots (every message of `bxcore.wire.messages`, and the values
 of `bxcore` and brokerd's core), made for a fraction of what `@dataclass(frozen=True,
 slots=True)` costs to define.
 

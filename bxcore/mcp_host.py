@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bxcore.config_mcp import McpServer
+from bxcore.config.mcp import McpServer
 
 
 def search_path(path: str | None) -> str:

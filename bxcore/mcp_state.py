@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from bxcore import report
-from bxcore.config import ConfigError, load_config
+from bxcore.config.file import ConfigError, load_config
 from bxcore.home import Home
 from bxcore.mcp_tools import (
     Comparison,

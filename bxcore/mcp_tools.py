@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from bxcore.config_mcp import valid_server_name
+from bxcore.config.mcp import valid_server_name
 from bxcore.frozen import frozen
 from bxcore.roles import Role, roles_problem
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from bxcore.clock import parse_rfc3339
 from bxcore.deny import denial_clause
-from bxcore.messages import (
+from bxcore.shown_arguments import shown_arguments, shown_text
+from bxcore.visible import visible
+from bxcore.wire.messages import (
     ApprovalInfo,
     AssistantText,
     EndReason,
@@ -26,8 +28,6 @@ from bxcore.messages import (
     TurnEnd,
     TurnError,
 )
-from bxcore.shown_arguments import shown_arguments, shown_text
-from bxcore.visible import visible
 
 INLINE_ARGUMENTS = 160
 SHOW_OUTPUT = "--show-output to see it"  # how `bxctl chat MESSAGE` shows a folded output

@@ -28,11 +28,12 @@ from typing import Any, cast
 import anyio
 import zmq
 
-from bxcore import __version__, aio, wire
+from bxcore import __version__, aio
 from bxcore.clock import now_ms, rfc3339
 from bxcore.errors import SetupError
-from bxcore.messages import Error, ErrorCode, Ping, Pong
 from bxcore.routes import Routes
+from bxcore.wire import codec as wire
+from bxcore.wire.messages import Error, ErrorCode, Ping, Pong
 
 # Plain ints: pyzmq's own constants are enums, and an enum costs its conversion at every call
 # (`SNDMORE | NOBLOCK` alone 0.8 us); these are used a few times a request.

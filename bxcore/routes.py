@@ -3,7 +3,7 @@ typed `(ToolRequest) -> Awaitable[ToolResponse]` and so on, and the one answer t
 message (the socket's "unknown type" or "wrong socket" `error`).
 
 `bxcore.router.Router` serves a table; `ping` never reaches one, the router answers it. A table
-is checked when it is made: it takes exactly its socket's union (`bxcore.sockets`), each type
+is checked when it is made: it takes exactly its socket's union (`bxcore.wire.sockets`), each type
 once, and mypy checks that each handler takes its row's type and answers in the socket's
 answer union. Pure: no I/O.
 """
@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, get_args
 
-from bxcore.messages import Error, ErrorCode
+from bxcore.wire.messages import Error, ErrorCode
 
 Takes = type[Any] | types.UnionType | tuple[type[Any], ...]
 R = TypeVar("R")

@@ -16,7 +16,7 @@ import typer
 
 from bxcore import witness
 from bxcore.home import Home
-from bxcore.messages import AuditAccept, Error, LedgerStatus
+from bxcore.wire.messages import AuditAccept, Error, LedgerStatus
 from bxctl.audit_cmds import WITNESSES, JsonOption, answer, progress_bar
 from bxctl.ledger_link import ask_ledger
 from bxctl.output import fail, is_terminal, say

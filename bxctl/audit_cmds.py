@@ -24,8 +24,8 @@ import typer
 
 from bxcore import witness
 from bxcore.home import Home
-from bxcore.messages import AuditTail
 from bxcore.visible import visible
+from bxcore.wire.messages import AuditTail
 from bxctl.connect import ask
 from bxctl.output import CommandError, fail, is_terminal, print_json, say, table
 from bxctl.owner_view import cut

@@ -14,8 +14,8 @@ from typing import Annotated
 import typer
 
 from bxcore.home import SERVICES, Home
-from bxcore.messages import Error, ServiceState, SupervisorRestart, SupervisorStop
 from bxcore.visible import visible
+from bxcore.wire.messages import Error, ServiceState, SupervisorRestart, SupervisorStop
 from bxctl.box_view import show_started, warn
 from bxctl.output import fail, say
 from bxctl.status_cmd import status

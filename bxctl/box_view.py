@@ -14,8 +14,8 @@ import typer
 
 from bxcore.console_link import Served, console_served
 from bxcore.home import Home
-from bxcore.messages import ServiceInfo, ServiceState, SupervisorReport
 from bxcore.visible import visible
+from bxcore.wire.messages import ServiceInfo, ServiceState, SupervisorReport
 from bxctl.console_cmd import console_line, moved_line
 from bxctl.output import fail, is_terminal, say, table
 from bxctl.supervisor.logs import tail

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bxcore.messages import ApprovalInfo, AskWhy, Scope
+from bxcore.wire.messages import ApprovalInfo, AskWhy, Scope
 
 CODE_LENGTH = 4  # of the approval id's 8 characters of a-z 2-9: 1 in 1.1 million by chance
 SESSION_WORDS = frozenset({"s", "session"})

@@ -21,9 +21,10 @@ import time
 from collections.abc import Callable
 from typing import NoReturn, TextIO
 
-from bxcore import wire
 from bxcore.clock import now_ms
-from bxcore.messages import (
+from bxcore.visible import visible
+from bxcore.wire import codec as wire
+from bxcore.wire.messages import (
     Accepted,
     ApprovalInfo,
     ApprovalRequested,
@@ -41,7 +42,6 @@ from bxcore.messages import (
     TurnEvent,
     VerdictRequest,
 )
-from bxcore.visible import visible
 from bxctl.card_answer import NotAnAnswer, prompt, read_answer
 from bxctl.keyboard import Keyboard, NothingYet
 from bxctl.output import CommandError, fail, terminal_width

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TypeVar
 
 from bxcore.home import Home
-from bxcore.messages import Asks, Error
+from bxcore.wire.messages import Asks, Error
 from bxctl.output import fail
 from bxctl.owner_link import OwnerLink
 

@@ -10,10 +10,10 @@ from typing import Annotated
 
 import typer
 
-from bxcore.config import ConfigError, load_config
+from bxcore.config.file import ConfigError, load_config
 from bxcore.console_link import Served, TokenError, console_link, console_served, read_token
 from bxcore.home import Home
-from bxcore.messages import ServiceState, SupervisorReport
+from bxcore.wire.messages import ServiceState, SupervisorReport
 from bxctl.output import fail, print_json, say
 from bxctl.supervisor.link import running, status_report
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from bxcore import curve
-from bxcore.config import COMMENTED_CONFIG, ConfigError, load_config, toml_value
+from bxcore.config.file import COMMENTED_CONFIG, ConfigError, load_config, toml_value
 from bxcore.console_link import TokenError, ensure_token
 from bxcore.errors import one_line
 from bxcore.home import Home, HomeError

@@ -19,7 +19,7 @@ from typing import TypeVar
 
 import anyio
 
-from bxcore.config import ModelConfig
+from bxcore.config.file import ModelConfig
 from bxcore.home import Home
 from bxctl import init_guide
 from bxctl.init import init_home, starter_set

@@ -13,12 +13,12 @@ from typing import Annotated, Any
 
 import typer
 
-from bxcore import job_files
 from bxcore.clock import local_zone
 from bxcore.home import Home
-from bxcore.job_files import JobFields, JobRefused
-from bxcore.job_view import job_json, upcoming
-from bxcore.jobs import Cron, InvalidJob, Job
+from bxcore.jobs import files as job_files
+from bxcore.jobs.files import JobFields, JobRefused
+from bxcore.jobs.job import Cron, InvalidJob, Job
+from bxcore.jobs.view import job_json, upcoming
 from bxctl import job_run_cmds
 from bxctl.init import make_folder
 from bxctl.output import fail, print_json, say, table

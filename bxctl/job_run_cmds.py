@@ -16,8 +16,8 @@ import typer
 
 from bxcore.clock import local_zone, parse_rfc3339
 from bxcore.home import Home
-from bxcore.job_view import runs_of
-from bxcore.messages import (
+from bxcore.jobs.view import runs_of
+from bxcore.wire.messages import (
     HistoryQuery,
     JobHistoryQuery,
     JobRun,

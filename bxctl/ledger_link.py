@@ -9,11 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from bxcore import curve
-from bxcore.asking import PATIENCE
 from bxcore.client import ProtocolError, SyncClient, Unreachable, WrongAnswer
-from bxcore.config import ConfigError, load_config
+from bxcore.config.file import ConfigError, load_config
 from bxcore.home import Home
-from bxcore.messages import Error, LedgerQuery, LedgerStatus
+from bxcore.wire.asking import PATIENCE
+from bxcore.wire.messages import Error, LedgerQuery, LedgerStatus
 from bxctl.owner_link import as_owner, request_id
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bxcore import disk
-from bxcore.messages import LedgerStatus, ServiceInfo, ServiceState
+from bxcore.wire.messages import LedgerStatus, ServiceInfo, ServiceState
 
 FREE_SOME_SPACE = "free some space (`bxctl logs` and docs/operations.md say what grows)"
 

@@ -15,8 +15,8 @@ from typing import Annotated, Any
 import typer
 
 from bxcore import mcp_state, mcp_trust
-from bxcore.config import ConfigError, load_config
-from bxcore.config_mcp import McpServer
+from bxcore.config.file import ConfigError, load_config
+from bxcore.config.mcp import McpServer
 from bxcore.home import Home
 from bxcore.mcp_tools import ToolDef
 from bxctl import mcp_add, mcp_pins, mcp_wait

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 
 from bxcore import mcp_state
-from bxcore.config_mcp import McpServer
+from bxcore.config.mcp import McpServer
 from bxcore.home import Home
 from bxcore.mcp_tools import ToolDef
 from bxcore.runlock import holder

@@ -16,7 +16,7 @@ from typing import Annotated
 import anyio
 import typer
 
-from bxcore.config import ConfigError, ModelConfig, load_config
+from bxcore.config.file import ConfigError, ModelConfig, load_config
 from bxcore.home import Home
 from bxctl.model_verdict import Probe, Report, Setup, report
 from bxctl.output import fail, print_json, say, table

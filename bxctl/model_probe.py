@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import httpx
 
-from bxcore.config import ModelConfig
+from bxcore.config.file import ModelConfig
 from bxctl.model_verdict import (
     PROBE_ASK,
     PROBE_SCHEMA,

@@ -12,7 +12,7 @@ import socket
 import threading
 from urllib.parse import urlsplit
 
-from bxcore.config import ModelConfig
+from bxcore.config.file import ModelConfig
 from bxcore.errors import one_line
 
 CONNECT_S = 1.0

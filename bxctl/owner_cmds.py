@@ -18,10 +18,11 @@ from typing import Annotated, Any
 
 import typer
 
-from bxcore import wire
 from bxcore.clock import now_ms
 from bxcore.ids import valid_session
-from bxcore.messages import (
+from bxcore.visible import visible
+from bxcore.wire import codec as wire
+from bxcore.wire.messages import (
     ApprovalRequested,
     EndReason,
     Error,
@@ -29,7 +30,6 @@ from bxcore.messages import (
     Scope,
     VerdictRequest,
 )
-from bxcore.visible import visible
 from bxctl.chat import Chat
 from bxctl.keyboard import Keyboard
 from bxctl.output import fail, print_json, say, terminal_width

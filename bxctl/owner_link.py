@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import NoReturn, TypeVar
 
 from bxcore import curve
-from bxcore.asking import SERVICE, Patience
 from bxcore.client import AskFailed, ProtocolError, Secure, SyncClient, Unreachable
-from bxcore.config import ConfigError, load_config
+from bxcore.config.file import ConfigError, load_config
 from bxcore.home import Home
-from bxcore.messages import Asks, Error, ServiceInfo
+from bxcore.wire.asking import SERVICE, Patience
+from bxcore.wire.messages import Asks, Error, ServiceInfo
 from bxctl.output import fail
 from bxctl.supervisor.link import down, explain, whereabouts
 
@@ -56,7 +56,7 @@ class OwnerLink:
         self._client.close()
 
     def ask(self, message: Asks[A], patience: Patience | None = None) -> A | Error:
-        """Send `message` (as patiently as `bxcore.asking` says, unless `patience`); its
+        """Send `message` (as patiently as `bxcore.wire.asking` says, unless `patience`); its
         answer (an `error` too). No answer: one line saying the box does not seem to run, and
         exit 1."""
         self._check_endpoint()

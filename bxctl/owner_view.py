@@ -16,7 +16,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from bxcore.deny import denial_clause
-from bxcore.messages import ApprovalInfo, ApprovalState, Error, ErrorCode, Settled
 from bxcore.owner_text import (  # the lines every owner surface shows; here fitted to a terminal
     OUTPUT_INDENT,
     SHOW_OUTPUT,
@@ -31,6 +30,7 @@ from bxcore.owner_text import (  # the lines every owner surface shows; here fit
     until,
 )
 from bxcore.visible import visible
+from bxcore.wire.messages import ApprovalInfo, ApprovalState, Error, ErrorCode, Settled
 
 __all__ = [
     "OUTPUT_INDENT",

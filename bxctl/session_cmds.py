@@ -8,17 +8,17 @@ from typing import Annotated, Any
 
 import typer
 
-from bxcore import wire
 from bxcore.home import Home
 from bxcore.labels import Label
-from bxcore.messages import (
+from bxcore.visible import visible
+from bxcore.wire import codec as wire
+from bxcore.wire.messages import (
     Explain,
     HistoryQuery,
     SessionsQuery,
     StateQuery,
     TurnEvent,
 )
-from bxcore.visible import visible
 from bxctl import tokens_view
 from bxctl.connect import ask
 from bxctl.output import print_json, say, table
@@ -39,7 +39,7 @@ def event_text(event: TurnEvent) -> str:
 
 
 def _event_fields(event: TurnEvent) -> dict[str, Any]:
-    from bxcore.schema import to_json_object
+    from bxcore.wire.schema import to_json_object
 
     fields = to_json_object(event.event)
     return {k: (v[:200] + "…" if isinstance(v, str) and len(v) > 200 else v)

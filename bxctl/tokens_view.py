@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bxcore.home import Home
-from bxcore.messages import (
+from bxcore.wire.messages import (
     Error,
     ServiceInfo,
     ServiceState,

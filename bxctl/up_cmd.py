@@ -21,11 +21,11 @@ import anyio
 import typer
 
 from bxcore import runlock
-from bxcore.asking import Patience
-from bxcore.config import Config, ConfigError, load_config
+from bxcore.config.file import Config, ConfigError, load_config
 from bxcore.console_link import console_served
 from bxcore.home import Home, HomeError
-from bxcore.messages import ServiceState, SupervisorReport, SupervisorStatus
+from bxcore.wire.asking import Patience
+from bxcore.wire.messages import ServiceState, SupervisorReport, SupervisorStatus
 from bxctl import model_reach
 from bxctl.box_view import StartView, show_moved, show_started, warn
 from bxctl.console_cmd import console_hint

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bxcore.home import Home
-from bxcore.messages import (
+from bxcore.wire.messages import (
     Accepted,
     Events,
     EventsQuery,

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from bxcore.messages import ServiceState
+from bxcore.wire.messages import ServiceState
 
 STARTING = ServiceState.STARTING
 RUNNING = ServiceState.RUNNING

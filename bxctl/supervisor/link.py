@@ -9,10 +9,10 @@ from __future__ import annotations
 import secrets
 from typing import TypeVar
 
-from bxcore.asking import Patience, patience
 from bxcore.client import AskFailed, SyncClient, Unreachable
 from bxcore.home import Home
-from bxcore.messages import (
+from bxcore.wire.asking import Patience, patience
+from bxcore.wire.messages import (
     Asks,
     Error,
     ServiceInfo,

@@ -29,11 +29,13 @@ import zmq.asyncio
 
 from bxcore import process_tree, runlock, service_states
 from bxcore.clock import now_ms
-from bxcore.config import Config, ConfigError, load_config
+from bxcore.config.file import Config, ConfigError, load_config
 from bxcore.console_link import console_served
 from bxcore.errors import SETUP_ERROR_EXIT, SetupError, one_line
 from bxcore.home import Home, HomeError
-from bxcore.messages import (
+from bxcore.router import Router
+from bxcore.routes import Refusal, Route, Routes
+from bxcore.wire.messages import (
     Error,
     ErrorCode,
     ServiceState,
@@ -42,9 +44,7 @@ from bxcore.messages import (
     SupervisorStatus,
     SupervisorStop,
 )
-from bxcore.router import Router
-from bxcore.routes import Refusal, Route, Routes
-from bxcore.sockets import SupervisorAnswer, SupervisorRequest
+from bxcore.wire.sockets import SupervisorAnswer, SupervisorRequest
 from bxctl.supervisor import held
 from bxctl.supervisor.lifecycle import POLICY, Action, Event, Policy, step
 from bxctl.supervisor.logs import RotatingLog

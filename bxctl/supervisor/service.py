@@ -19,13 +19,13 @@ import zmq
 import zmq.asyncio
 
 from bxcore import curve, process_tree
-from bxcore.asking import Patience
 from bxcore.client import AskFailed, Client, Secure
 from bxcore.clock import rfc3339
-from bxcore.config import Config
+from bxcore.config.file import Config
 from bxcore.errors import SETUP_ERROR_EXIT
 from bxcore.home import SOCKETS, Home
-from bxcore.messages import Ping, Pong, ServiceInfo, ServiceState
+from bxcore.wire.asking import Patience
+from bxcore.wire.messages import Ping, Pong, ServiceInfo, ServiceState
 from bxctl.supervisor.lifecycle import ServiceLife
 from bxctl.supervisor.logs import RotatingLog
 from bxctl.supervisor.specs import ServiceSpec

@@ -16,7 +16,9 @@ import anyio
 
 from bxcore import disk
 from bxcore.client import AskFailed, Client
-from bxcore.messages import (
+from bxcore.routes import Refusal, Route, Routes
+from bxcore.wire.codec import MAX_MESSAGE, encode
+from bxcore.wire.messages import (
     Absorb,
     ApprovalInfo,
     ApprovalRequested,
@@ -51,9 +53,7 @@ from bxcore.messages import (
     VerdictRequest,
     short,
 )
-from bxcore.routes import Refusal, Route, Routes
-from bxcore.sockets import AdminAnswer, AdminRequest
-from bxcore.wire import MAX_MESSAGE, encode
+from bxcore.wire.sockets import AdminAnswer, AdminRequest
 from services.brokerd.core import policy
 from services.brokerd.core.grant_check import denies_said
 from services.brokerd.core.grants import Grant, InvalidGrant, takes_write

@@ -18,9 +18,12 @@ import logging
 
 import anyio
 
-from bxcore import mcp_tools, wire
+from bxcore import mcp_tools
 from bxcore.ids import job_run_session
-from bxcore.messages import (
+from bxcore.routes import Refusal, Route, Routes
+from bxcore.tools import ToolName
+from bxcore.wire import codec as wire
+from bxcore.wire.messages import (
     Absorb,
     AuditAccept,
     AuditTail,
@@ -50,9 +53,7 @@ from bxcore.messages import (
     ToolsQuery,
     VerdictRequest,
 )
-from bxcore.routes import Refusal, Route, Routes
-from bxcore.sockets import BrokerAnswer, BrokerRequest
-from bxcore.tools import ToolName
+from bxcore.wire.sockets import BrokerAnswer, BrokerRequest
 from services.brokerd.calls import CallBook
 from services.brokerd.core import policy, records
 from services.brokerd.core.args import ToolArgs

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from bxcore.bounded import Bounded
 from bxcore.ids import descends
-from bxcore.messages import Done, Outcome, Pending
 from bxcore.once import Once
+from bxcore.wire.messages import Done, Outcome, Pending
 from services.brokerd.core.records import CallRecords
 from services.brokerd.core.targets import Seen
 from services.brokerd.ledger.file import Ledger, LedgerUnavailable

@@ -22,12 +22,12 @@ from pathlib import Path
 import anyio
 
 from bxcore import service_states
-from bxcore.asking import Patience, patience
 from bxcore.client import AskFailed, Client, Unreachable
-from bxcore.config import SandboxConfig
+from bxcore.config.file import SandboxConfig
 from bxcore.labels import Label
-from bxcore.messages import Done, Error, Failed, ToolRequest, ToolResponse
 from bxcore.tools import BROKERED, Mount, Runner
+from bxcore.wire.asking import Patience, patience
+from bxcore.wire.messages import Done, Error, Failed, ToolRequest, ToolResponse
 from services.brokerd.core import bwrap
 from services.brokerd.core.bwrap import Confined, Host
 from services.brokerd.core.mcp_args import McpArgs

@@ -27,12 +27,12 @@ from zmq.auth.asyncio import AsyncioAuthenticator
 from bxcore import __version__, aio, curve, disk
 from bxcore.client import Client
 from bxcore.clock import now_ms
-from bxcore.config import SandboxConfig
+from bxcore.config.file import SandboxConfig
 from bxcore.daemon import Context
 from bxcore.events import Publisher
-from bxcore.messages import LedgerHead, LedgerQuery
 from bxcore.report import Report
 from bxcore.router import Router
+from bxcore.wire.messages import LedgerHead, LedgerQuery
 from services.brokerd.admin import Admin
 from services.brokerd.broker import Broker
 from services.brokerd.calls import CallBook

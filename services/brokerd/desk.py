@@ -22,7 +22,8 @@ import anyio.abc
 
 from bxcore.clock import now_ms, parse_rfc3339
 from bxcore.labels import DataClass, Label
-from bxcore.messages import (
+from bxcore.tools import ToolName
+from bxcore.wire.messages import (
     ApprovalRequested,
     ApprovalSettled,
     ApprovalState,
@@ -39,7 +40,6 @@ from bxcore.messages import (
     VerdictRequest,
     short,
 )
-from bxcore.tools import ToolName
 from services.brokerd.calls import CallBook, Key
 from services.brokerd.core import policy
 from services.brokerd.core.approvals import (

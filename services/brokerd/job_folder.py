@@ -2,7 +2,7 @@
 what the job's file says when the call is decided, read by brokerd, never taken from loopd.
 
 Only a job's run costs anything: one `stat` of its job's file a decision, the file read and
-parsed again only when its inode, size or times changed. Parsing is `bxcore.jobs`'s; the
+parsed again only when its inode, size or times changed. Parsing is `bxcore.jobs.job`'s; the
 scope is the core's (`services.brokerd.core.job_scope`).
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bxcore.ids import job_run_of
-from bxcore.job_files import read_job_bytes
-from bxcore.jobs import InvalidJob, Job, parse_job
+from bxcore.jobs.files import read_job_bytes
+from bxcore.jobs.job import InvalidJob, Job, parse_job
 from services.brokerd.core.grants import Grant
 from services.brokerd.core.job_scope import JobScope, scope_of
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import bxcore
-from bxcore.config import Config
+from bxcore.config.file import Config
 from bxcore.home import SOCKETS, Home
 from services.brokerd.core.args import valid_path
 from services.brokerd.core.view import OwnPlaces

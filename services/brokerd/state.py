@@ -17,7 +17,7 @@ from bxcore.bounded import Bounded
 from bxcore.errors import one_line
 from bxcore.ids import parent_of_sub, valid_session
 from bxcore.labels import SESSION_DEFAULT, DataClass, Label
-from bxcore.messages import Error, ErrorCode, State, StateQuery
+from bxcore.wire.messages import Error, ErrorCode, State, StateQuery
 
 MAX_STATE_BYTES = 4096
 CACHED = 4096  # sessions whose label is kept in memory

@@ -17,7 +17,7 @@ import anyio
 
 from bxcore.bounded import Bounded
 from bxcore.ids import job_run_of, parent_of_sub
-from bxcore.messages import Error, ErrorCode, OwnerWords, WordsKept
+from bxcore.wire.messages import Error, ErrorCode, OwnerWords, WordsKept
 from services.brokerd.core import records
 from services.brokerd.core.owner_words import NO_WORDS, Words
 from services.brokerd.job_folder import JobFolder

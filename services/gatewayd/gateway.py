@@ -16,11 +16,14 @@ from dataclasses import replace
 import anyio
 from anyio.abc import TaskGroup
 
-from bxcore import wire
 from bxcore.bounded import Bounded
 from bxcore.client import AskFailed, Client
 from bxcore.ids import descends, parent_of_sub
-from bxcore.messages import (
+from bxcore.once import Once
+from bxcore.routes import Refusal, Route, Routes
+from bxcore.wire import codec as wire
+from bxcore.wire.codec import MAX_MESSAGE
+from bxcore.wire.messages import (
     Accepted,
     ApprovalInfo,
     ApprovalRequested,
@@ -44,10 +47,7 @@ from bxcore.messages import (
     VerdictRequest,
     short,
 )
-from bxcore.once import Once
-from bxcore.routes import Refusal, Route, Routes
-from bxcore.sockets import GatewayAnswer, GatewayRequest
-from bxcore.wire import MAX_MESSAGE
+from bxcore.wire.sockets import GatewayAnswer, GatewayRequest
 from services.gatewayd.heads import HeadKeeper
 from services.gatewayd.window import Took, Windows
 

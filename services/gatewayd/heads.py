@@ -20,7 +20,7 @@ from pathlib import Path
 import anyio
 
 from bxcore import disk, witness
-from bxcore.messages import LedgerHead
+from bxcore.wire.messages import LedgerHead
 
 log = logging.getLogger("gatewayd")
 

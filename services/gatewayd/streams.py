@@ -14,8 +14,8 @@ import zmq
 import zmq.asyncio
 from zmq.utils.monitor import parse_monitor_message
 
-from bxcore import wire
 from bxcore.router import tune
+from bxcore.wire import codec as wire
 
 log = logging.getLogger("gatewayd")
 

@@ -15,9 +15,9 @@ import enum
 from collections import deque
 from collections.abc import Iterable
 
-from bxcore import wire
 from bxcore.bounded import Bounded
-from bxcore.messages import TurnEvent
+from bxcore.wire import codec as wire
+from bxcore.wire.messages import TurnEvent
 from services.gatewayd.held import held
 
 MAX_EVENTS = 2_000

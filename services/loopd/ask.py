@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from bxcore.config import ModelConfig
+from bxcore.config.file import ModelConfig
 from services.loopd.anthropic import MAX_TOKENS
 from services.loopd.model import Message, Model, ModelError, Offer, Reply
 

@@ -13,13 +13,13 @@ import secrets
 import time
 from collections.abc import Callable, Mapping
 
-from bxcore import wire
-from bxcore.asking import Patience, patience
 from bxcore.bounded import Bounded
 from bxcore.client import AskFailed, Client
-from bxcore.config import Config
+from bxcore.config.file import Config
 from bxcore.deny import DenyReason
-from bxcore.messages import (
+from bxcore.wire import codec as wire
+from bxcore.wire.asking import Patience, patience
+from bxcore.wire.messages import (
     MAX_OWNER_WORDS,
     Absorb,
     AwaitApproval,

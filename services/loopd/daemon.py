@@ -31,7 +31,11 @@ from bxcore.clock import local_zone
 from bxcore.daemon import Context
 from bxcore.events import Publisher
 from bxcore.ids import JOB_RUN_PREFIX, SUB_AGENT_PREFIX, job_run_of, kept_for_sub_agents
-from bxcore.messages import (
+from bxcore.once import Once
+from bxcore.router import Router
+from bxcore.routes import Refusal, Route, Routes
+from bxcore.wire.codec import MAX_MESSAGE
+from bxcore.wire.messages import (
     Accepted,
     Cancel,
     Cancelled,
@@ -51,11 +55,7 @@ from bxcore.messages import (
     TurnEvent,
     short,
 )
-from bxcore.once import Once
-from bxcore.router import Router
-from bxcore.routes import Refusal, Route, Routes
-from bxcore.sockets import LoopAnswer, LoopRequest
-from bxcore.wire import MAX_MESSAGE
+from bxcore.wire.sockets import LoopAnswer, LoopRequest
 from services.loopd import room
 from services.loopd.history import SessionLog
 from services.loopd.history_write import HistoryUnwritable

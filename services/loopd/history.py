@@ -30,10 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from bxcore import schema, wire
 from bxcore.clock import now_ms, rfc3339
-from bxcore.config import LoopConfig
-from bxcore.messages import (
+from bxcore.config.file import LoopConfig
+from bxcore.wire import codec as wire
+from bxcore.wire import schema
+from bxcore.wire.messages import (
     AssistantText,
     EndReason,
     Event,

@@ -12,7 +12,7 @@ from collections.abc import Generator
 from pathlib import Path
 
 from bxcore.clock import rfc3339
-from bxcore.messages import TurnEvent
+from bxcore.wire.messages import TurnEvent
 from services.loopd.history import TYPES, Outline, SessionLog, Spawned, decode
 
 _EVENT_LINE = b'{"type":"turn_event",'  # encoding is canonical: the type comes first

@@ -11,7 +11,7 @@ from typing import Any
 
 import anyio
 
-from bxcore.config import ModelConfig
+from bxcore.config.file import ModelConfig
 from services.loopd.http_client import BACKOFF_S, Body, HttpClient, Sleep, key_note, read_key
 from services.loopd.model import Message, ModelError, Offer, Reply
 from services.loopd.replies import Streamed

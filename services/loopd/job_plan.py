@@ -2,7 +2,7 @@
 up to `since_ms` handled, the last run number given, the run begun and not yet recorded
 ended), the step from one state to the next at `now`, and the state file's shape.
 
-Pure: no clock (`now` is an argument), no files. When a run falls due is `bxcore.schedule`'s
+Pure: no clock (`now` is an argument), no files. When a run falls due is `bxcore.jobs.schedule`'s
 `due`; this module adds what it leaves to its caller: the run's number, never given twice;
 no run while the previous one is open; a new job starting from its next slot; a job that is
 gone or invalid missing nothing (enabling or fixing it never catches up).
@@ -17,9 +17,9 @@ from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 from bxcore.clock import rfc3339
-from bxcore.jobs import Job
-from bxcore.messages import JobEnd, JobWhy
-from bxcore.schedule import due
+from bxcore.jobs.job import Job
+from bxcore.jobs.schedule import due
+from bxcore.wire.messages import JobEnd, JobWhy
 
 VERSION = 1
 

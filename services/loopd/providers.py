@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 
 import anyio
 
-from bxcore.config import ModelConfig
+from bxcore.config.file import ModelConfig
 from services.loopd.anthropic import AnthropicModel
 from services.loopd.http_client import BACKOFF_S, Sleep
 from services.loopd.model import Model, ModelError

@@ -31,9 +31,9 @@ from bxcore.client import AskFailed, Client
 from bxcore.errors import SetupError, one_line
 from bxcore.home import Home
 from bxcore.ids import job_run_of, job_run_session
-from bxcore.job_files import read_jobs
-from bxcore.jobs import BUDGETS, InvalidJob, Job
-from bxcore.messages import (
+from bxcore.jobs.files import read_jobs
+from bxcore.jobs.job import BUDGETS, InvalidJob, Job
+from bxcore.wire.messages import (
     EndReason,
     Error,
     JobEnd,

@@ -12,8 +12,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from bxcore.messages import OfferedTool
 from bxcore.tools import Field, Kind, ToolSpec, Variant
+from bxcore.wire.messages import OfferedTool
 from services.loopd.model import McpTool, Offer
 
 log = logging.getLogger("loopd")

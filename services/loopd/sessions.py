@@ -16,7 +16,7 @@ from typing import NamedTuple
 from bxcore.clock import parse_rfc3339
 from bxcore.home import Home
 from bxcore.ids import valid_session
-from bxcore.messages import TurnEvent
+from bxcore.wire.messages import TurnEvent
 from services.loopd.cache import Cache
 from services.loopd.history import CONTEXT_CHARS, SessionLog
 from services.loopd.history_scan import outline, read_events

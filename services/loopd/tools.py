@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 
 from bxcore.deny import DenyReason, denial_text
-from bxcore.messages import MAX_OUTPUT_SHOWN, Denied, Done
+from bxcore.wire.messages import MAX_OUTPUT_SHOWN, Denied, Done
 from services.loopd.core.turn_events import FinalOutcome
 
 CAP = 64 * 1024  # characters

@@ -31,12 +31,13 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from bxcore import wire
 from bxcore.client import Client
-from bxcore.config import Config
+from bxcore.config.file import Config
 from bxcore.errors import one_line
 from bxcore.ids import descends, parent_of_sub, valid_session
-from bxcore.messages import (
+from bxcore.tools import BROKERED, SPAWN
+from bxcore.wire import codec as wire
+from bxcore.wire.messages import (
     AssistantText,
     Denied,
     Done,
@@ -54,7 +55,6 @@ from bxcore.messages import (
     TurnEvent,
     short,
 )
-from bxcore.tools import BROKERED, SPAWN
 from services.loopd import room
 from services.loopd.ask import ask_model
 from services.loopd.broker_link import BrokerGone, BrokerLink

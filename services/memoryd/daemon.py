@@ -14,12 +14,15 @@ from collections.abc import Awaitable, Callable
 
 import zmq.asyncio
 
-from bxcore.asking import Patience
 from bxcore.client import AskFailed, Client
 from bxcore.clock import now_ms
 from bxcore.daemon import Context, StartError
 from bxcore.labels import CLEAN, Label
-from bxcore.messages import (
+from bxcore.router import Router
+from bxcore.routes import Refusal, Route, Routes
+from bxcore.tools import ToolName
+from bxcore.wire.asking import Patience
+from bxcore.wire.messages import (
     Done,
     Error,
     ErrorCode,
@@ -33,10 +36,7 @@ from bxcore.messages import (
     ToolResponse,
     short,
 )
-from bxcore.router import Router
-from bxcore.routes import Refusal, Route, Routes
-from bxcore.sockets import MemoryAnswer, MemoryRequest
-from bxcore.tools import ToolName
+from bxcore.wire.sockets import MemoryAnswer, MemoryRequest
 from services.memoryd import arguments
 from services.memoryd.arguments import ArgumentsError, Forget, Recall
 from services.memoryd.recall import Answer

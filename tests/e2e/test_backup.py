@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from bxcore.messages import Accepted, Notes, NotesQuery, OwnerMessage
+from bxcore.wire.messages import Accepted, Notes, NotesQuery, OwnerMessage
 from tests.fakes.model_server import Answer
 from tests.support.box import box_home, bxctl
 from tests.support.brokerd import args, ledger_records, short_folder

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from bxcore.messages import EndReason, OwnerSaid, TurnEnd
+from bxcore.wire.messages import EndReason, OwnerSaid, TurnEnd
 from services.loopd.history import ModelReply, SessionLog, decode
 from tests.fakes.model_server import Answer, FakeModel
 from tests.support.box import box_home, bxctl, wait_until

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from bxcore.clock import parse_rfc3339
-from bxcore.messages import PendingList, PendingQuery
+from bxcore.wire.messages import PendingList, PendingQuery
 from tests.fakes.model_server import Answer
 from tests.support.box import wait_until
 from tests.support.brokerd import args, ledger_records

@@ -14,7 +14,7 @@ import pytest
 from bench.box import dealer, request
 from bench.broker import _call
 from bench.python_floor import python_floor
-from bxcore.messages import Denied, ToolResponse
+from bxcore.wire.messages import Denied, ToolResponse
 
 
 @pytest.mark.parametrize("chained", [False, True])

@@ -10,7 +10,7 @@ import pytest
 
 from bench.box import fresh_home, with_free_console
 from bench.soak import Box
-from bxcore.config import load_config
+from bxcore.config.file import load_config
 from tests.support.box import processes_of
 
 

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from bxcore import wire
 from bxcore.clock import parse_rfc3339
 from bxcore.deny import DenyReason
 from bxcore.labels import DataClass, Label
-from bxcore.messages import (
+from bxcore.wire import codec as wire
+from bxcore.wire.messages import (
     ApprovalInfo,
     ApprovalRequested,
     ApprovalSettled,

@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 import zmq
 
-from bxcore import curve, wire
-from bxcore.messages import (
+from bxcore import curve
+from bxcore.wire import codec as wire
+from bxcore.wire.messages import (
     Absorb,
     AuditTail,
     AuditVerify,

@@ -47,11 +47,11 @@ from typing import Any
 import pytest
 import zmq
 
-from bxcore import wire
 from bxcore.clock import now_ms
 from bxcore.home import Home
 from bxcore.labels import SESSION_DEFAULT
-from bxcore.messages import Denied, Done, Failed, Outcome, ToolRequest, ToolResponse
+from bxcore.wire import codec as wire
+from bxcore.wire.messages import Denied, Done, Failed, Outcome, ToolRequest, ToolResponse
 from services.brokerd.core import records
 from services.brokerd.core.chain import ChainReport
 from services.brokerd.core.records import Head

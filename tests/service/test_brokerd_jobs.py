@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bxcore.deny import DenyReason
-from bxcore.messages import (
+from bxcore.wire.messages import (
     AuditRecords,
     Denied,
     Done,

@@ -15,7 +15,7 @@ import pytest
 
 from bxcore.deny import DenyReason
 from bxcore.labels import DataClass, Label
-from bxcore.messages import (
+from bxcore.wire.messages import (
     Absorb,
     AskWhy,
     Denied,

@@ -19,11 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from bxcore import report, wire
+from bxcore import report
 from bxcore.deny import DenyReason
 from bxcore.home import Home
 from bxcore.labels import DataClass, Label
-from bxcore.messages import (
+from bxcore.wire import codec as wire
+from bxcore.wire.messages import (
     ApprovalState,
     AuditAccept,
     AuditRecords,

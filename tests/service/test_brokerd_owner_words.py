@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bxcore.messages import (
+from bxcore.wire.messages import (
     Done,
     Error,
     ErrorCode,

@@ -20,7 +20,7 @@ import psutil  # type: ignore[import-untyped, unused-ignore]
 from bench.ledger_builder import build
 from bxcore import report
 from bxcore.home import Home
-from bxcore.messages import Done, LedgerHealth, LedgerQuery, LedgerStatus, Ping, Pong
+from bxcore.wire.messages import Done, LedgerHealth, LedgerQuery, LedgerStatus, Ping, Pong
 from tests.support.brokerd import args, call
 from tests.support.daemons import init_home, running, start
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bxcore.messages import (
+from bxcore.wire.messages import (
     ApprovalState,
     Done,
     Pending,
@@ -53,7 +53,7 @@ def test_a_granted_read_runs_confined_and_an_approved_shell_runs_what_was_shown(
             VerdictRequest("v1", asked.outcome.approval, True, Scope.ONCE, "test"), socket="admin"
         )
         assert settled == Settled("v1", asked.outcome.approval, ApprovalState.APPROVED)
-        from bxcore.messages import AwaitApproval
+        from bxcore.wire.messages import AwaitApproval
 
         ran = brokerd.ask(AwaitApproval("w1", "chat-1", asked.outcome.approval, 10_000))
         assert isinstance(ran.outcome, Done)

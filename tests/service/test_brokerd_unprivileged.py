@@ -26,7 +26,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bxcore.messages import Done, ToolRequest, ToolResponse
+from bxcore.wire.messages import Done, ToolRequest, ToolResponse
 from tests.support.brokerd import check_memory_limit, short_folder
 from tests.support.daemons import Daemon, init_home, running
 

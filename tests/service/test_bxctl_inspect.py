@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bxcore import witness
-from bxcore.messages import History, HistoryQuery, OwnerMessage, TurnEnd
+from bxcore.wire.messages import History, HistoryQuery, OwnerMessage, TurnEnd
 from tests.fakes.model_server import FakeModel
 from tests.support.cli import bxctl
 from tests.support.daemons import init_home, running

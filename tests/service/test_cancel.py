@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bxcore.messages import (
+from bxcore.wire.messages import (
     Accepted,
     ApprovalInfo,
     AssistantText,

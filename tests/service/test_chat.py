@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from bxcore.messages import EndReason, TurnEnd
+from bxcore.wire.messages import EndReason, TurnEnd
 from tests.fakes.model_server import Answer, Failure
 from tests.support.brokerd import args, write_grant
 from tests.support.owner import Box, Reader, Terminal, run_bxctl, running_box, wait_until

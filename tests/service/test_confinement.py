@@ -33,8 +33,8 @@ import anyio.to_thread
 import psutil
 import pytest
 
-from bxcore.messages import Done, Failed, Outcome, ToolRequest, ToolResponse
 from bxcore.tools import Mount
+from bxcore.wire.messages import Done, Failed, Outcome, ToolRequest, ToolResponse
 from services.brokerd.core import bwrap
 from services.brokerd.sandbox import child
 from services.brokerd.sandbox import host as sandbox

@@ -22,10 +22,10 @@ from typing import Any
 import psutil  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
-from bxcore import wire
 from bxcore.errors import SETUP_ERROR_EXIT
 from bxcore.home import Home
-from bxcore.messages import (
+from bxcore.wire import codec as wire
+from bxcore.wire.messages import (
     Done,
     Failed,
     SupervisorReport,

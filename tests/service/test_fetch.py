@@ -21,7 +21,7 @@ import pytest
 from bxcore.deny import DenyReason
 from bxcore.home import Home
 from bxcore.labels import DataClass, Label
-from bxcore.messages import Denied, Done, Outcome, Pending, State, StateQuery, ToolRequest
+from bxcore.wire.messages import Denied, Done, Outcome, Pending, State, StateQuery, ToolRequest
 from tests.support import tls
 from tests.support.daemons import Daemon, init_home, running
 

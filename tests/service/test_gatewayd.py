@@ -19,10 +19,11 @@ from typing import Any
 import pytest
 import zmq
 
-from bxcore import curve, wire, witness
+from bxcore import curve, witness
 from bxcore.deny import DenyReason
 from bxcore.home import Home
-from bxcore.messages import (
+from bxcore.wire import codec as wire
+from bxcore.wire.messages import (
     Accepted,
     ApprovalInfo,
     ApprovalState,

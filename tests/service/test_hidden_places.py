@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from bxcore.labels import DataClass
-from bxcore.messages import Done, ToolRequest, ToolResponse
+from bxcore.wire.messages import Done, ToolRequest, ToolResponse
 from tests.support.daemons import Daemon, init_home, running
 
 _calls = itertools.count()

@@ -22,7 +22,7 @@ import pytest
 
 from bxcore.deny import DenyReason
 from bxcore.labels import DataClass, Label
-from bxcore.messages import Denied, Done, Failed, Outcome, ToolRequest, ToolResponse
+from bxcore.wire.messages import Denied, Done, Failed, Outcome, ToolRequest, ToolResponse
 from services.brokerd.sandbox import cgroup
 from tests.support.brokerd import records_of, short_folder, state_file, write_grant
 from tests.support.daemons import Daemon, init_home, running, tool_owned

@@ -20,7 +20,7 @@ from typing import Any
 import psutil  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
-from bxcore.messages import AssistantText, EndReason, OwnerSaid, TurnEnd, TurnError
+from bxcore.wire.messages import AssistantText, EndReason, OwnerSaid, TurnEnd, TurnError
 from tests.fakes.model_server import Action, Answer, Call, Drip, FakeModel, Raw
 from tests.support.brokerd import short_folder
 from tests.support.daemons import init_home

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from bxcore.messages import (
+from bxcore.wire.messages import (
     Accepted,
     AssistantText,
     History,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from bxcore.messages import (
+from bxcore.wire.messages import (
     AssistantText,
     EndReason,
     History,

@@ -16,7 +16,7 @@ import pytest
 
 from bxcore.deny import DenyReason, denial_text
 from bxcore.home import Home
-from bxcore.messages import (
+from bxcore.wire.messages import (
     AssistantText,
     EndReason,
     OwnerSaid,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bxcore.messages import (
+from bxcore.wire.messages import (
     AssistantText,
     EndReason,
     PendingList,

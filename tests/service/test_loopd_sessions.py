@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from bxcore.config import Config
-from bxcore.messages import (
+from bxcore.config.file import Config
+from bxcore.wire.messages import (
     AssistantText,
     EndReason,
     Error,

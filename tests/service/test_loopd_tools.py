@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from bxcore.deny import DenyReason, denial_text
-from bxcore.messages import (
+from bxcore.wire.messages import (
     AskWhy,
     AssistantText,
     EndReason,

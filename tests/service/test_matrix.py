@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bxcore.messages import (
+from bxcore.wire.messages import (
     Accepted,
     AssistantText,
     EndReason,

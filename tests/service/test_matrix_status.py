@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bxcore.config import load_config
+from bxcore.config.file import load_config
 from bxcore.home import Home
 from tests.support import cli
 from tests.support.box import REPO, box_home, env, wait_until

@@ -11,7 +11,7 @@ from pathlib import Path
 from bxcore.deny import DenyReason
 from bxcore.labels import DataClass, Label
 from bxcore.mcp_tools import CHANGED
-from bxcore.messages import Denied, Done, Failed, Pending, StateQuery
+from bxcore.wire.messages import Denied, Done, Failed, Pending, StateQuery
 from tests.support.brokerd import args, call
 from tests.support.daemons import init_home, running
 from tests.support.mcp import fake, grant, trust, wait_listed

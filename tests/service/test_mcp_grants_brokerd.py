@@ -13,7 +13,7 @@ from pathlib import Path
 from bxcore.deny import DenyReason
 from bxcore.home import Home
 from bxcore.labels import DataClass, Label
-from bxcore.messages import (
+from bxcore.wire.messages import (
     Denied,
     Done,
     Error,

@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from bxcore.messages import Done
+from bxcore.wire.messages import Done
 from tests.support import tls
 from tests.support.brokerd import args, call
 from tests.support.daemons import init_home, running

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from bxcore.config import load_config
+from bxcore.config.file import load_config
 from bxcore.home import Home
-from bxcore.messages import Done
+from bxcore.wire.messages import Done
 from bxctl import mcp_pins
 from tests.support.brokerd import args, call
 from tests.support.cli import bxctl

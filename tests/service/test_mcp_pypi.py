@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bxcore.config import load_config
+from bxcore.config.file import load_config
 from bxcore.home import Home
-from bxcore.messages import Done
+from bxcore.wire.messages import Done
 from tests.support.brokerd import args, call
 from tests.support.cli import bxctl
 from tests.support.daemons import init_home, running

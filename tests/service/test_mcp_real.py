@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 from bxcore.labels import DataClass, Label
-from bxcore.messages import Done, Pending
+from bxcore.wire.messages import Done, Pending
 from tests.support.brokerd import args, call
 from tests.support.daemons import init_home, running, tool_owned
 from tests.support.mcp import VENV_BIN, entry, grant, reachable, trust

@@ -13,9 +13,9 @@ from typing import Any
 
 import zmq
 
-from bxcore import wire
 from bxcore.home import Home
-from bxcore.messages import Done, ToolRequest
+from bxcore.wire import codec as wire
+from bxcore.wire.messages import Done, ToolRequest
 from services.brokerd.core.replay import UNKNOWN
 from tests.support.box import box_home, bxctl, cmdline_of, processes_of, up, wait_until
 from tests.support.brokerd import args, call

@@ -18,10 +18,11 @@ from typing import Any
 import pytest
 import zmq
 
-from bxcore import wire
 from bxcore.home import Home
 from bxcore.labels import CLEAN, DataClass, Label
-from bxcore.messages import (
+from bxcore.router import tune
+from bxcore.wire import codec as wire
+from bxcore.wire.messages import (
     Done,
     Error,
     ErrorCode,
@@ -32,7 +33,6 @@ from bxcore.messages import (
     ToolRequest,
     ToolResponse,
 )
-from bxcore.router import tune
 from tests.support.brokerd import ledger_records
 from tests.support.daemons import init_home, running
 from tests.support.peers import FakeBrokerState

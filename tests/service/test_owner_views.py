@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from bxcore.messages import Denied, Pending
 from bxcore.shown_arguments import shown_arguments
 from bxcore.visible import visible
+from bxcore.wire.messages import Denied, Pending
 from tests.support.brokerd import args, call, short_folder
 from tests.support.daemons import init_home, running
 from tests.support.owner import Terminal, run_bxctl

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bxcore.messages import Done
+from bxcore.wire.messages import Done
 from tests.support.brokerd import args, call
 from tests.support.cli import bxctl
 from tests.support.daemons import Daemon, init_home, running, tool_owned

@@ -21,7 +21,7 @@ import psutil  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
 from bxcore.home import SERVICES
-from bxcore.messages import Ping, Pong, SupervisorReport, SupervisorStop
+from bxcore.wire.messages import Ping, Pong, SupervisorReport, SupervisorStop
 from bxctl.supervisor import pidfile
 from bxctl.supervisor.logs import Follower, RotatingLog, rotated, tail
 from tests.support.box import (

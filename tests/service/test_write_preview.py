@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bxcore.messages import ApprovalInfo, ApprovalRequested, Pending, PendingList, PendingQuery
+from bxcore.wire.messages import ApprovalInfo, ApprovalRequested, Pending, PendingList, PendingQuery
 from tests.support.brokerd import Events, call, short_folder, write_grant
 from tests.support.daemons import Daemon, init_home, running
 from tests.support.owner import wait_until

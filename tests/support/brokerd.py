@@ -23,10 +23,11 @@ from typing import Any
 
 import zmq
 
-from bxcore import curve, wire
+from bxcore import curve
 from bxcore.client import dealer
 from bxcore.home import Home
-from bxcore.messages import LedgerHead, ToolRequest
+from bxcore.wire import codec as wire
+from bxcore.wire.messages import LedgerHead, ToolRequest
 from tests.support.daemons import CURVE_SERVER, Daemon
 
 SEND_TIMEOUT_MS = 5_000

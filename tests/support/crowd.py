@@ -23,11 +23,11 @@ from pathlib import Path
 import psutil  # type: ignore[import-untyped, unused-ignore]
 import zmq
 
-from bxcore import wire
 from bxcore.deny import DenyReason
 from bxcore.home import Home
 from bxcore.labels import DataClass, Label
-from bxcore.messages import (
+from bxcore.wire import codec as wire
+from bxcore.wire.messages import (
     Absorb,
     Accepted,
     Denied,

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from bxcore import curve, report
-from bxcore.asking import Patience
 from bxcore.client import Secure, SyncClient, Unreachable
 from bxcore.home import Home
-from bxcore.messages import Ping, Pong
+from bxcore.wire.asking import Patience
+from bxcore.wire.messages import Ping, Pong
 from services.brokerd.sandbox import leftovers
 
 #: The socket each daemon answers ping on.

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bxcore.messages import TurnEvent
+from bxcore.wire.messages import TurnEvent
 from services.loopd.history import Record, SessionLog
 
 

@@ -8,7 +8,7 @@ import hashlib
 from collections.abc import Iterable
 from pathlib import Path
 
-from bxcore.messages import LedgerHead
+from bxcore.wire.messages import LedgerHead
 from services.brokerd.core.chain import ChainCheck, ChainReport
 from services.brokerd.core.records import GENESIS, Head, build
 

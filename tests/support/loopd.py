@@ -26,9 +26,9 @@ from typing import Any
 
 import zmq
 
-from bxcore import wire
 from bxcore.home import Home
-from bxcore.messages import (
+from bxcore.wire import codec as wire
+from bxcore.wire.messages import (
     Accepted,
     Event,
     History,

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from bxcore import matrix_report
 from bxcore.home import Home
-from bxcore.messages import PendingList, PendingQuery
+from bxcore.wire.messages import PendingList, PendingQuery
 from tests.fakes.model_server import Answer, FakeModel
 from tests.support.brokerd import args, short_folder
 from tests.support.daemons import Daemon, init_home, running, start

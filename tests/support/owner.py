@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bxcore.messages import Events, EventsQuery, TurnEnd, TurnEvent
+from bxcore.wire.messages import Events, EventsQuery, TurnEnd, TurnEvent
 from tests.fakes.model_server import Action, Answer, Call, FakeModel, Request
 from tests.support.brokerd import short_folder
 from tests.support.cli import Completed, bxctl

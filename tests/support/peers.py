@@ -15,10 +15,10 @@ from typing import Self
 
 import zmq
 
-from bxcore import wire
 from bxcore.labels import SESSION_DEFAULT, Label
-from bxcore.messages import Error, ErrorCode, State, StateQuery
 from bxcore.router import tune
+from bxcore.wire import codec as wire
+from bxcore.wire.messages import Error, ErrorCode, State, StateQuery
 
 
 class FakeBrokerState:

@@ -9,9 +9,9 @@ import anyio
 import zmq.asyncio
 
 from bxcore.home import Home
-from bxcore.messages import Error, ErrorCode
 from bxcore.router import Router
 from bxcore.routes import Refusal, Routes
+from bxcore.wire.messages import Error, ErrorCode
 
 
 async def _serve(home: Home, name: str) -> None:

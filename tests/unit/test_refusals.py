@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from bxcore.messages import (
+from bxcore.routes import Refusal
+from bxcore.wire.messages import (
     Error,
     ErrorCode,
     LedgerHead,
@@ -14,7 +15,6 @@ from bxcore.messages import (
     StateQuery,
     ToolRequest,
 )
-from bxcore.routes import Refusal
 from bxctl.supervisor.runner import REFUSAL as SUPERVISOR
 from services.gatewayd.gateway import REFUSAL as GATEWAY
 from services.loopd.daemon import REFUSAL as LOOP

@@ -16,7 +16,7 @@ from dataclasses import replace
 from bxcore.clock import rfc3339
 from bxcore.frozen import frozen
 from bxcore.labels import Label
-from bxcore.messages import ApprovalInfo, ApprovalState, AskWhy, TargetInfo
+from bxcore.wire.messages import ApprovalInfo, ApprovalState, AskWhy, TargetInfo
 
 ALPHABET = "abcdefghijklmnopqrstuvwxyz23456789"
 ID_LENGTH = 8

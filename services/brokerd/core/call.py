@@ -25,10 +25,11 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import NamedTuple
 
-from bxcore import state_table, wire
+from bxcore import state_table
 from bxcore.deny import DenyReason
 from bxcore.labels import CLEAN, Label
-from bxcore.messages import ApprovalState, Denied, Done, Failed, Outcome, Pending, Scope, short
+from bxcore.wire import codec as wire
+from bxcore.wire.messages import ApprovalState, Denied, Done, Failed, Outcome, Pending, Scope, short
 from services.brokerd.core import policy, records
 from services.brokerd.core.approvals import Move
 from services.brokerd.core.call_events import (

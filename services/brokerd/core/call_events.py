@@ -13,7 +13,7 @@ from bxcore.deny import DenyReason
 from bxcore.frozen import frozen
 from bxcore.labels import Label
 from bxcore.mcp_tools import NO_TOOLS, Catalog
-from bxcore.messages import ApprovalState, Outcome, Scope
+from bxcore.wire.messages import ApprovalState, Outcome, Scope
 from services.brokerd.core import policy
 from services.brokerd.core.approvals import Move
 from services.brokerd.core.records import CallRecords, Entry

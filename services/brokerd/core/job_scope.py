@@ -20,7 +20,7 @@ from bxcore import mcp_tools
 from bxcore.deny import DenyReason
 from bxcore.frozen import frozen
 from bxcore.ids import job_run_of
-from bxcore.jobs import InvalidJob, Job, check_grants
+from bxcore.jobs.job import InvalidJob, Job, check_grants
 from bxcore.labels import Label
 from services.brokerd.core import policy
 from services.brokerd.core.grant_check import NO_BLOCKS

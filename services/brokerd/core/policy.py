@@ -17,9 +17,9 @@ from bxcore import mcp_tools
 from bxcore.deny import DenyReason
 from bxcore.frozen import frozen
 from bxcore.labels import CLEAN, DataClass, Label
-from bxcore.messages import AskWhy
 from bxcore.roles import Role, names_an_address
 from bxcore.tools import BROKERED, Match, Mount, Result
+from bxcore.wire.messages import AskWhy
 from services.brokerd.core import args as argsmod
 from services.brokerd.core import mcp_args
 from services.brokerd.core.args import ArgsError, ToolArgs, host_matches, inside

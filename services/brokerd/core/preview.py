@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Iterator
 
-from bxcore.messages import MAX_PREVIEW
+from bxcore.wire.messages import MAX_PREVIEW
 
 MAX_OLD = 1024 * 1024  # bytes of the old file compared; a larger one is only described
 NO_NEWLINE = "\\ No newline at end of file\n"

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from bxcore.deny import DenyReason
 from bxcore.mcp_tools import NO_TOOLS, Catalog, split_name
-from bxcore.messages import Denied, Failed, Outcome, Pending
+from bxcore.wire.messages import Denied, Failed, Outcome, Pending
 from services.brokerd.core import args as argsmod
 from services.brokerd.core import mcp_args
 from services.brokerd.core.records import CallRecords

@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from bxcore.config_mcp import McpServer
+from bxcore.config.mcp import McpServer
 from services.brokerd.core.bwrap import MIB, Host, mounts
 
 HOME_INSIDE = "/tmp"

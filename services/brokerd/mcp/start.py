@@ -22,7 +22,7 @@ import anyio.abc
 
 from bxcore import mcp_host
 from bxcore.atomic import write_atomically
-from bxcore.config_mcp import McpServer
+from bxcore.config.mcp import McpServer
 from bxcore.home import Home
 from bxcore.mcp_tools import DefinitionError, ToolDef, canonical, tool_def
 from services.brokerd.core.bwrap import Host

@@ -19,12 +19,13 @@ import psutil  # type: ignore[import-untyped, unused-ignore]  # no stubs install
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from bxcore import matrix_report, mcp_state, wire
+from bxcore import matrix_report, mcp_state
 from bxcore.client import AskFailed, Client, WrongAnswer
 from bxcore.client import Request as Message
 from bxcore.home import Home
 from bxcore.ids import parent_of_sub
-from bxcore.messages import (
+from bxcore.wire import codec as wire
+from bxcore.wire.messages import (
     Asks,
     AuditRecords,
     AuditReport,
@@ -56,7 +57,7 @@ from bxcore.messages import (
     TokensQuery,
     VerdictRequest,
 )
-from bxcore.schema import to_json_object
+from bxcore.wire.schema import to_json_object
 from services.gatewayd.gateway import Gateway
 from services.gatewayd.heads import HeadKeeper
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import anyio
 
-from bxcore import wire
-from bxcore.messages import ApprovalRequested, ApprovalSettled, LedgerHead, TurnEvent
+from bxcore.wire import codec as wire
+from bxcore.wire.messages import ApprovalRequested, ApprovalSettled, LedgerHead, TurnEvent
 from services.gatewayd.held import held
 
 KEEP_EVENTS = 4096

@@ -1,7 +1,7 @@
 """The console's Jobs routes (SPEC §12.3, §19; each in docs/console.md): every job with its
 next runs and last results, Run now, and Enable/Disable.
 
-The jobs are read from `{home}/jobs/` with `bxcore.job_files` and shown with `bxcore.job_view`,
+The jobs are read from `{home}/jobs/` with `bxcore.jobs.files` and shown with `bxcore.jobs.view`,
 the code of `bxctl job list` and `bxctl job history`: their next runs computed in the machine's
 time zone, their grants checked against the grants brokerd holds valid, their runs paired from
 brokerd's ledger. A run is started by loopd (`job_run`), never here; turning a job on or off
@@ -20,13 +20,13 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from bxcore import job_files
 from bxcore.clock import local_zone
 from bxcore.ids import job_run_of
-from bxcore.job_files import JobRefused
-from bxcore.job_view import job_json, runs_of
-from bxcore.jobs import InvalidJob, Job
-from bxcore.messages import (
+from bxcore.jobs import files as job_files
+from bxcore.jobs.files import JobRefused
+from bxcore.jobs.job import InvalidJob, Job
+from bxcore.jobs.view import job_json, runs_of
+from bxcore.wire.messages import (
     AuditRecords,
     GrantList,
     GrantsReload,

@@ -19,11 +19,12 @@ from anyio.abc import TaskGroup
 
 from bxcore.client import AskFailed, Client
 from bxcore.clock import now_ms
-from bxcore.config_matrix import MatrixConfig
+from bxcore.config.matrix import MatrixConfig
 from bxcore.home import Home
 from bxcore.ids import parent_of_sub
 from bxcore.matrix_report import Report
-from bxcore.messages import (
+from bxcore.visible import visible
+from bxcore.wire.messages import (
     ApprovalInfo,
     ApprovalRequested,
     ApprovalSettled,
@@ -45,7 +46,6 @@ from bxcore.messages import (
     TurnEvent,
     VerdictRequest,
 )
-from bxcore.visible import visible
 from services.gatewayd.gateway import Gateway
 from services.gatewayd.matrix import intake
 from services.gatewayd.matrix.intake import Card, Incoming

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from bxcore.messages import Scope
+from bxcore.wire.messages import Scope
 
 APPROVE_ONCE = "\u2705"  # ✅
 APPROVE_SESSION = "\U0001f501"  # 🔁

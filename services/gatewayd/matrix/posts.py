@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bxcore.messages import ApprovalInfo, ApprovalState, AskWhy, TurnEvent
 from bxcore.owner_text import card_body, event_lines
 from bxcore.visible import visible
+from bxcore.wire.messages import ApprovalInfo, ApprovalState, AskWhy, TurnEvent
 
 MOST_TEXT = 24_000  # characters in one message (an event may hold 64 KiB of JSON)
 OFFER = (

@@ -21,9 +21,9 @@ import anyio
 import nio  # type: ignore[import-untyped]
 
 from bxcore.clock import now_ms, rfc3339
-from bxcore.config_matrix import MatrixConfig
+from bxcore.config.matrix import MatrixConfig
 from bxcore.matrix_report import Link, LinkState, Report, backoff_s
-from bxcore.messages import short
+from bxcore.wire.messages import short
 from services.gatewayd.matrix.intake import Incoming
 from services.gatewayd.matrix.outbox import Post, Refused, SendFailed
 

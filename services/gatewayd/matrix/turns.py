@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 from bxcore.client import AskFailed, Client
 from bxcore.ids import descends
-from bxcore.messages import Error, HistoryQuery, TurnEvent
 from bxcore.visible import visible
+from bxcore.wire.messages import Error, HistoryQuery, TurnEvent
 from services.gatewayd.matrix.memo import Memo, TurnMark
 from services.gatewayd.matrix.outbox import Outbox
 from services.gatewayd.matrix.posts import TurnText

@@ -31,8 +31,8 @@ from typing import NamedTuple
 from bxcore import state_table
 from bxcore.deny import DenyReason
 from bxcore.ids import MAX_TOOL_NAME, byte_length_between
-from bxcore.messages import Denied, EndReason
 from bxcore.tools import SPAWN
+from bxcore.wire.messages import Denied, EndReason
 from services.loopd.core.turn_events import (
     Answered,
     Ask,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from bxcore.frozen import frozen
-from bxcore.messages import Denied, Done, EndReason, Failed
+from bxcore.wire.messages import Denied, Done, EndReason, Failed
 
 FinalOutcome = Done | Denied | Failed  # every outcome but `pending`, which is not a result yet
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 
-from bxcore import wire
 from bxcore.mcp_tools import Catalog, ToolDef
-from bxcore.messages import Error, ErrorCode, OfferedTool, Tools, ToolsQuery
+from bxcore.wire import codec as wire
+from bxcore.wire.messages import Error, ErrorCode, OfferedTool, Tools, ToolsQuery
 from services.brokerd.admin import REFUSAL
 from services.brokerd.broker import offered
 

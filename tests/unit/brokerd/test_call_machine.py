@@ -12,7 +12,7 @@ import pytest
 
 from bxcore.deny import DenyReason
 from bxcore.labels import CLEAN, DataClass, Label
-from bxcore.messages import ApprovalState, Denied, Done, Failed, Pending, Scope
+from bxcore.wire.messages import ApprovalState, Denied, Done, Failed, Pending, Scope
 from services.brokerd.core import policy
 from services.brokerd.core.approvals import Move
 from services.brokerd.core.call import (

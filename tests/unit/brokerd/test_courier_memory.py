@@ -13,10 +13,10 @@ import pytest
 
 from bxcore import service_states
 from bxcore.client import Client, Unreachable
-from bxcore.config import SandboxConfig
+from bxcore.config.file import SandboxConfig
 from bxcore.labels import DataClass, Label
-from bxcore.messages import Done, ToolRequest, ToolResponse
 from bxcore.service_states import Entry, Snapshot
+from bxcore.wire.messages import Done, ToolRequest, ToolResponse
 from services.brokerd.core import args
 from services.brokerd.core.bwrap import Host
 from services.brokerd.core.grants import Grant, Mode

@@ -9,7 +9,7 @@ import pytest
 
 from bxcore.deny import DenyReason
 from bxcore.ids import job_run_of, job_run_session
-from bxcore.jobs import Job, parse_job
+from bxcore.jobs.job import Job, parse_job
 from bxcore.labels import DataClass, Label
 from services.brokerd.core import job_scope
 from services.brokerd.core.grants import Grant, Mode

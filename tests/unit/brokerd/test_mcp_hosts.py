@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from bxcore.config_mcp import McpServer
+from bxcore.config.mcp import McpServer
 from services.brokerd.core.bwrap import Host
 from services.brokerd.mcp import sandbox as mcp_sandbox
 from services.brokerd.sandbox.fetch_proxy import Refused, host_allowed, requested_host

@@ -12,8 +12,8 @@ import pytest
 from bxcore.deny import DenyReason
 from bxcore.labels import DataClass, Label
 from bxcore.mcp_tools import CHANGED, Catalog, Comparison, Pins, ToolDef, build_catalog
-from bxcore.messages import AskWhy
-from bxcore.messages import Denied as DeniedAnswer
+from bxcore.wire.messages import AskWhy
+from bxcore.wire.messages import Denied as DeniedAnswer
 from services.brokerd.core.call import Call, step
 from services.brokerd.core.call_events import Decided, Durable, Found, Raise, Raised, Ran, Record
 from services.brokerd.core.grants import Grant, McpKind, Mode, parse_grant

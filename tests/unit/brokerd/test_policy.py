@@ -8,7 +8,7 @@ import pytest
 
 from bxcore.deny import DenyReason
 from bxcore.labels import DataClass, Label
-from bxcore.messages import AskWhy
+from bxcore.wire.messages import AskWhy
 from services.brokerd.core.grants import Grant, Mode
 from services.brokerd.core.policy import Allowed, Ask, Denied, decide, redecide, specificity
 from services.brokerd.core.view import OwnPlaces

@@ -12,8 +12,8 @@ import pytest
 
 from bxcore.labels import DataClass, Label
 from bxcore.mcp_tools import Pins, ToolDef, build_catalog
-from bxcore.messages import AskWhy
 from bxcore.roles import Role, propose
+from bxcore.wire.messages import AskWhy
 from services.brokerd.core.grants import Grant, McpKind, Mode
 from services.brokerd.core.owner_words import NO_WORDS, Words
 from services.brokerd.core.policy import Allowed, Ask, Denied, decide, redecide

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bxcore.messages import MAX_PREVIEW
+from bxcore.wire.messages import MAX_PREVIEW
 from services.brokerd.core.preview import MAX_OLD, lines_of, write_preview
 
 

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 import zmq
 
-from bxcore import messages, sockets, wire
-from bxcore.asking import PATIENCE, SERVICE, Patience, answer_of, patience, table_markdown
 from bxcore.client import AskFailed, SyncClient, WrongAnswer
-from bxcore.messages import Asks, Ping, Pong, StateQuery
+from bxcore.wire import codec as wire
+from bxcore.wire import messages, sockets
+from bxcore.wire.asking import PATIENCE, SERVICE, Patience, answer_of, patience, table_markdown
+from bxcore.wire.messages import Asks, Ping, Pong, StateQuery
 
 UNIONS = {
     "broker": sockets.BrokerRequest,

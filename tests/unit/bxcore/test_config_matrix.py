@@ -7,8 +7,8 @@ import dataclasses
 
 import pytest
 
-from bxcore.config import ConfigError, parse_config
-from bxcore.config_matrix import MATRIX_KEYS, MatrixConfig
+from bxcore.config.file import ConfigError, parse_config
+from bxcore.config.matrix import MATRIX_KEYS, MatrixConfig
 
 GOOD = """\
 [matrix]

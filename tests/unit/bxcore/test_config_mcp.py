@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bxcore.config import COMMENTED_CONFIG, ConfigError, parse_config
-from bxcore.config_mcp import EXAMPLE, McpServer
+from bxcore.config.file import COMMENTED_CONFIG, ConfigError, parse_config
+from bxcore.config.mcp import EXAMPLE, McpServer
 
 GIT = """
 [[mcp]]

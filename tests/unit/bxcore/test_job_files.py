@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bxcore.atomic import create_atomically
-from bxcore.job_files import (
+from bxcore.jobs.files import (
     JobFields,
     JobRefused,
     add_job,
@@ -21,7 +21,7 @@ from bxcore.job_files import (
     remove_job,
     set_enabled,
 )
-from bxcore.jobs import CatchUp, Every, Job, parse_job
+from bxcore.jobs.job import CatchUp, Every, Job, parse_job
 
 TICK = b'every = "10s"\nprompt = "hello"\ngrants = ["memory"]\n'
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bxcore.jobs import (
+from bxcore.jobs.job import (
     BUDGETS,
     KEYS,
     CatchUp,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bxcore.config_mcp import McpServer
+from bxcore.config.mcp import McpServer
 from bxcore.mcp_host import Sandboxed, not_found, resolve_program, search_path, warnings
 
 VENV_BIN = os.path.dirname(sys.executable)

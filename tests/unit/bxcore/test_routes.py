@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from bxcore.labels import SESSION_DEFAULT
-from bxcore.messages import (
+from bxcore.routes import Refusal, Route, Routes
+from bxcore.wire.messages import (
     Absorb,
     Error,
     ErrorCode,
@@ -21,7 +22,6 @@ from bxcore.messages import (
     StateQuery,
     VerdictRequest,
 )
-from bxcore.routes import Refusal, Route, Routes
 
 pytestmark = pytest.mark.anyio
 

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bxcore.jobs import CatchUp, Cron, Every, Job, Timing
-from bxcore.schedule import MAX_COUNTED, ON_TIME, Due, due, next_runs
+from bxcore.jobs.job import CatchUp, Cron, Every, Job, Timing
+from bxcore.jobs.schedule import MAX_COUNTED, ON_TIME, Due, due, next_runs
 
 BERLIN = ZoneInfo("Europe/Berlin")  # DST 2026: 03-29 02:00 -> 03:00, 10-25 03:00 -> 02:00
 NEW_YORK = ZoneInfo("America/New_York")

@@ -15,13 +15,14 @@ import pytest
 import zmq
 import zmq.asyncio
 
-from bxcore import curve, runlock, wire
-from bxcore.asking import Patience
+from bxcore import curve, runlock
 from bxcore.client import Client, ProtocolError, SyncClient, Unreachable
 from bxcore.labels import SESSION_DEFAULT
-from bxcore.messages import Error, ErrorCode, Ping, Pong, State, StateQuery
 from bxcore.router import Router
 from bxcore.routes import Refusal, Route, Routes
+from bxcore.wire import codec as wire
+from bxcore.wire.asking import Patience
+from bxcore.wire.messages import Error, ErrorCode, Ping, Pong, State, StateQuery
 
 pytestmark = pytest.mark.anyio
 

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bxcore import wire
 from bxcore.deny import DenyReason
 from bxcore.labels import DataClass, Label
-from bxcore.messages import Denied, Done, ToolResponse
+from bxcore.wire import codec as wire
+from bxcore.wire.messages import Denied, Done, ToolResponse
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "wire"
 FILES = sorted(FIXTURES.glob("*.json"))
@@ -278,7 +278,7 @@ def test_any_mutation_of_a_fixture_is_refused_or_decodes_to_a_canonical_message(
 
 @pytest.mark.parametrize("text", ["", "short", "é" * 3000, "x" * 5000, "😀" * 1100])
 def test_short_cuts_any_text_to_what_a_short_field_holds(text: str) -> None:
-    from bxcore.messages import MAX_SHORT, Error, ErrorCode, short
+    from bxcore.wire.messages import MAX_SHORT, Error, ErrorCode, short
 
     cut = short(text)
     assert len(cut.encode()) <= MAX_SHORT

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bxcore import disk
-from bxcore.messages import LedgerHealth, LedgerStatus, ServiceInfo, ServiceState
+from bxcore.wire.messages import LedgerHealth, LedgerStatus, ServiceInfo, ServiceState
 from bxctl.ledger_view import FREE_SOME_SPACE, LedgerView, disk_json, disk_lines, ledger_view
 from bxctl.status_cmd import newest_seq
 from tests.support.ledger_file import GrowingLedger

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bxcore.labels import DataClass, Label
-from bxcore.messages import ApprovalInfo, AskWhy, Scope
+from bxcore.wire.messages import ApprovalInfo, AskWhy, Scope
 from bxctl.card_answer import CardVerdict, NotAnAnswer, answer_code, prompt, read_answer
 
 ID_CHARS = "abcdefghijklmnopqrstuvwxyz23456789"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bxcore.console_link import TOKEN_LENGTH, Served, console_address, console_link, served
-from bxcore.messages import ServiceInfo, ServiceState, SupervisorReport
+from bxcore.wire.messages import ServiceInfo, ServiceState, SupervisorReport
 from bxctl.console_cmd import not_served
 from tests.support.cli import bxctl
 

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from bxcore.config import COMMENTED_CONFIG, parse_config
+from bxcore.config.file import COMMENTED_CONFIG, parse_config
 from bxctl import init_guide
 from bxctl.init_guide import OTHER, SERVERS, ModelChoice, Retry
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from bxcore.job_view import runs_of
-from bxcore.jobs import Cron, Job, parse_job
+from bxcore.jobs.job import Cron, Job, parse_job
+from bxcore.jobs.view import runs_of
 from tests.support.cli import bxctl
 
 BERLIN = {**os.environ, "TZ": "Europe/Berlin"}

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 import pytest
 
-from bxcore.messages import ServiceState
+from bxcore.wire.messages import ServiceState
 from bxctl.supervisor.lifecycle import (
     POLICY,
     TABLE,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from bxcore.config import load_config, parse_config
+from bxcore.config.file import load_config, parse_config
 from bxctl.mcp_add import render_entry
 from tests.support.cli import bxctl
 from tests.support.daemons import init_home

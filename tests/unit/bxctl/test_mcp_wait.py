@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bxcore import mcp_state
-from bxcore.config_mcp import McpServer
+from bxcore.config.mcp import McpServer
 from bxcore.home import Home
 from bxcore.mcp_tools import ToolDef
 from bxctl import mcp_wait

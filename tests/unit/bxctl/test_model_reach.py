@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import socket
 
-from bxcore.config import ModelConfig
+from bxcore.config.file import ModelConfig
 from bxctl.model_reach import reach
 
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from bxcore.deny import DenyReason
 from bxcore.labels import DataClass, Label
-from bxcore.messages import (
+from bxcore.wire.messages import (
     ApprovalInfo,
     ApprovalState,
     AskWhy,

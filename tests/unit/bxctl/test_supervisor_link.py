@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bxcore.asking import Patience
-from bxcore.messages import ServiceInfo, ServiceState, SupervisorStatus
+from bxcore.wire.asking import Patience
+from bxcore.wire.messages import ServiceInfo, ServiceState, SupervisorStatus
 from bxctl.supervisor.link import NoAnswer, ask, down, explain
 
 S = ServiceState

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bxcore.messages import EndReason, OwnerSaid, Tokens, TurnEnd, TurnEvent
+from bxcore.wire.messages import EndReason, OwnerSaid, Tokens, TurnEnd, TurnEvent
 from bxctl.tokens_view import per_turn, session_line, tokens_json, tokens_line
 
 

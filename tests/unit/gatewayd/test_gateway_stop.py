@@ -12,7 +12,7 @@ import pytest
 
 from bxcore.client import Client
 from bxcore.labels import CLEAN
-from bxcore.messages import (
+from bxcore.wire.messages import (
     Accepted,
     ApprovalInfo,
     ApprovalRequested,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bxcore import witness
-from bxcore.messages import LedgerHead
+from bxcore.wire.messages import LedgerHead
 from bxcore.witness import Seen
 from services.gatewayd.heads import HeadKeeper
 from tests.support.ledger_file import GrowingLedger

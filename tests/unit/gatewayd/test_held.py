@@ -9,8 +9,8 @@ import tracemalloc
 
 import pytest
 
-from bxcore import wire
-from bxcore.messages import (
+from bxcore.wire import codec as wire
+from bxcore.wire.messages import (
     AssistantText,
     EndReason,
     ToolCalled,

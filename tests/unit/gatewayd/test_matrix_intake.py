@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bxcore.messages import Scope
+from bxcore.wire.messages import Scope
 from services.gatewayd.matrix.intake import (
     Card,
     Ignore,

@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from bxcore.labels import DataClass, Label
-from bxcore.messages import (
+from bxcore.wire.messages import (
     ApprovalInfo,
     AskWhy,
     AssistantText,

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from bxcore import wire
-from bxcore.messages import OwnerSaid, TurnEvent
+from bxcore.wire import codec as wire
+from bxcore.wire.messages import OwnerSaid, TurnEvent
 from services.gatewayd import window as window_module
 from services.gatewayd.held import held
 from services.gatewayd.window import ENTRY, Took, Window, Windows

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bxcore.config import ModelConfig
+from bxcore.config.file import ModelConfig
 from services.loopd.model import Model
 from services.loopd.providers import make_model
 from tests.fakes.model_server import FakeModel

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from bxcore.config import ModelConfig
+from bxcore.config.file import ModelConfig
 from bxcore.tools import BROKERED
 from services.loopd.ask import ask_model
 from services.loopd.model import Finish, ModelError, ToolCall, User

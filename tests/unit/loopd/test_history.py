@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bxcore.messages import AssistantText, EndReason, OwnerSaid, ToolCalled, TurnEnd
+from bxcore.wire.messages import AssistantText, EndReason, OwnerSaid, ToolCalled, TurnEnd
 from services.loopd.history import (
     ModelReply,
     Outline,

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bxcore.messages import AssistantText, EndReason, OwnerSaid, ToolCalled, TurnEnd
+from bxcore.wire.messages import AssistantText, EndReason, OwnerSaid, ToolCalled, TurnEnd
 from services.loopd.history import (
     WEIGHT_OF_LOG,
     WEIGHT_OF_TURN,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bxcore import wire
-from bxcore.messages import EndReason, OwnerSaid, TurnEnd
+from bxcore.wire import codec as wire
+from bxcore.wire.messages import EndReason, OwnerSaid, TurnEnd
 from services.loopd.history import (
     MAX_LINE,
     ModelReply,

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bxcore.jobs import Job, parse_job
-from bxcore.messages import JobEnd, JobWhy
+from bxcore.jobs.job import Job, parse_job
+from bxcore.wire.messages import JobEnd, JobWhy
 from services.loopd import job_plan
 from services.loopd.job_plan import Busy, JobState, Open, by_owner, ms, step
 

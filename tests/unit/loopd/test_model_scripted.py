@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bxcore.config import ModelConfig
+from bxcore.config.file import ModelConfig
 from services.loopd.anthropic import AnthropicModel
 from services.loopd.model import (
     Assistant,

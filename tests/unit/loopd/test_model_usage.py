@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from bxcore.config import ModelConfig
+from bxcore.config.file import ModelConfig
 from bxcore.tools import BROKERED
 from services.loopd.anthropic import StreamedReply as AnthropicStream
 from services.loopd.anthropic import usage_of as anthropic_usage

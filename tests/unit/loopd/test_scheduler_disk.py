@@ -12,7 +12,7 @@ from typing import Any, cast
 import pytest
 
 from bxcore.client import Client
-from bxcore.config import Config
+from bxcore.config.file import Config
 from bxcore.home import Home
 from services.loopd import scheduler as scheduler_module
 from services.loopd.scheduler import NotStarted, Scheduler

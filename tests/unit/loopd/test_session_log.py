@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bxcore.messages import (
+from bxcore.wire.messages import (
     AssistantText,
     EndReason,
     OwnerSaid,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bxcore.clock import rfc3339
 from bxcore.home import Home
-from bxcore.messages import AssistantText, EndReason, OwnerSaid, TurnEnd
+from bxcore.wire.messages import AssistantText, EndReason, OwnerSaid, TurnEnd
 from services.loopd.history import SessionLog, Spawned
 from services.loopd.sessions import Sessions, Summary
 from tests.support.history import Recorded

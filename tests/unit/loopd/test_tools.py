@@ -7,7 +7,7 @@ import pytest
 
 from bxcore.deny import DenyReason
 from bxcore.labels import CLEAN
-from bxcore.messages import Denied, Done, Failed
+from bxcore.wire.messages import Denied, Done, Failed
 from services.loopd.tools import (
     CAP,
     CallResult,

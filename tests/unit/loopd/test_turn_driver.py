@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bxcore.messages import (
+from bxcore.wire.messages import (
     AssistantText,
     AwaitApproval,
     EndReason,

@@ -12,7 +12,7 @@ import pytest
 
 from bxcore.deny import DenyReason
 from bxcore.labels import CLEAN
-from bxcore.messages import Denied, Done, EndReason, Failed
+from bxcore.wire.messages import Denied, Done, EndReason, Failed
 from services.loopd.core.turn import (
     TABLE,
     UNKNOWN_TOOL,

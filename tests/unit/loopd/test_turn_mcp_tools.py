@@ -14,10 +14,11 @@ from typing import Any, cast
 import pytest
 
 from bxcore.client import Client, Unreachable
-from bxcore.config import Config
+from bxcore.config.file import Config
 from bxcore.home import Home
 from bxcore.labels import DataClass, Label
-from bxcore.messages import (
+from bxcore.tools import BROKERED, SPAWN
+from bxcore.wire.messages import (
     Done,
     EndReason,
     Error,
@@ -33,7 +34,6 @@ from bxcore.messages import (
     TurnError,
     WordsKept,
 )
-from bxcore.tools import BROKERED, SPAWN
 from services.loopd import anthropic, openai
 from services.loopd.broker_link import TOOLS_QUIET_S
 from services.loopd.model import McpTool, Message, Offer, Reply, ToolCall, ToolResult

@@ -11,10 +11,10 @@ from typing import Any, cast
 import pytest
 
 from bxcore.client import Client
-from bxcore.config import Config
+from bxcore.config.file import Config
 from bxcore.home import Home
 from bxcore.labels import DataClass, Label
-from bxcore.messages import (
+from bxcore.wire.messages import (
     Absorb,
     AssistantText,
     EndReason,

@@ -16,10 +16,10 @@ import pytest
 
 from bxcore.client import Client
 from bxcore.clock import parse_rfc3339
-from bxcore.config import Config
+from bxcore.config.file import Config
 from bxcore.deny import DenyReason
 from bxcore.home import Home
-from bxcore.messages import (
+from bxcore.wire.messages import (
     AssistantText,
     Denied,
     EndReason,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bxcore.labels import CLEAN, DataClass, Label
-from bxcore.messages import (
+from bxcore.wire.messages import (
     Done,
     Error,
     ErrorCode,

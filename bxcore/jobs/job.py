@@ -2,7 +2,7 @@
 
 `parse_job` is pure: a file's id and bytes in, a `Job` or an `InvalidJob` (with why, in one
 line) out; it never raises. `check_grants` is the second, separate check: a job naming a grant
-the folder does not hold is invalid. Reading the folder is the shell's (`bxcore.job_files`).
+the folder does not hold is invalid. Reading the folder is the shell's (`bxcore.jobs.files`).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class CatchUp(enum.StrEnum):
 
 @frozen
 class Cron:
-    """`schedule`: five cron fields, read in the owner's time zone (see `bxcore.schedule`)."""
+    """`schedule`: five cron fields, read in the owner's time zone (see `bxcore.jobs.schedule`)."""
 
     expression: str
 

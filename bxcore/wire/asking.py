@@ -1,12 +1,11 @@
 """How each request is asked (issue 25): on which socket, answered with what, and how patiently.
 
 A request names its answer by its base (`class PendingQuery(Asks["PendingList"])`, in
-`bxcore.messages`); `answer_of` reads that at run time, so that `bxcore.client` checks an answer
-once and no caller does. `PATIENCE` gives each socket's requests their tries and wait with the
-reason for them: a request is retried only where a repeat cannot make anything happen twice
-(the server answers it from its first answer, or it changes nothing). A caller that knows
-better (a tool call that may run for minutes) passes its own `Patience`, saying why. Pure.
-"""
+`bxcore.wire.messages`); `answer_of` reads that at run time, so that `bxcore.client` checks an
+answer once and no caller does. `PATIENCE` gives each socket's requests their tries and wait
+with the reason for them: a request is retried only where a repeat cannot make anything happen
+twice (the server answers it from its first answer, or it changes nothing). A caller that knows
+better (a tool call that may run for minutes) passes its own `Patience`, saying why. Pure."""
 
 from __future__ import annotations
 
@@ -16,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ForwardRef, get_args
 
-from bxcore.messages import (
+from bxcore.wire.messages import (
     Absorb,
     Asks,
     AuditAccept,

@@ -8,7 +8,7 @@ import enum
 from typing import ClassVar
 
 from bxcore.frozen import frozen
-from bxcore.messages_common import Asks, Count, RequestId, Short
+from bxcore.wire.common import Asks, Count, RequestId, Short
 
 
 class ServiceState(enum.StrEnum):

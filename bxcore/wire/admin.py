@@ -12,7 +12,7 @@ from typing import Annotated, ClassVar
 from bxcore.deny import DenyReason
 from bxcore.frozen import frozen
 from bxcore.labels import Label
-from bxcore.messages_common import (
+from bxcore.wire.common import (
     ApprovalId,
     Asks,
     CallId,
@@ -25,7 +25,7 @@ from bxcore.messages_common import (
     Short,
     ToolId,
 )
-from bxcore.schema import Int
+from bxcore.wire.schema import Int
 
 
 class Scope(enum.StrEnum):

@@ -7,7 +7,7 @@ Pure: types only. `ping` is in no union: every router answers it itself (§3.4).
 
 from __future__ import annotations
 
-from bxcore.messages import (
+from bxcore.wire.messages import (
     Absorb,
     Accepted,
     AuditAccept,

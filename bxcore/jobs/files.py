@@ -2,7 +2,7 @@
 one on or off, and removing one. The one code behind `bxctl job list | show | add | rm`, loopd's
 scheduler and the console's Jobs view.
 
-Parsing is `bxcore.jobs`'s; a job is written as TOML and parsed back before it is linked into
+Parsing is `bxcore.jobs.job`'s; a job is written as TOML and parsed back before it is linked into
 place, so what is written is what the scheduler will read. Every refusal is a `JobRefused`
 with one line the owner reads. Which grants exist is the caller's to say (`known`: the ids of
 the owner's valid grants), since only brokerd's parser decides that.
@@ -20,10 +20,10 @@ from pathlib import Path
 
 from bxcore import owner_toml
 from bxcore.atomic import create_atomically, write_atomically
-from bxcore.config import toml_value
+from bxcore.config.file import toml_value
 from bxcore.frozen import frozen
 from bxcore.ids import valid_grant_id
-from bxcore.jobs import MAX_JOB_BYTES, InvalidJob, Job, check_grants, parse_job
+from bxcore.jobs.job import MAX_JOB_BYTES, InvalidJob, Job, check_grants, parse_job
 
 FOLDER_MODE = 0o700
 FILE_MODE = 0o600

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from bxcore.config_keys import BOOLEAN, URL, Check, Key, Kind, show, show_name
+from bxcore.config.keys import BOOLEAN, URL, Check, Key, Kind, show, show_name
 
 REQUIRED = None  # the default of a key the table must give
 MAX_OWNERS = 64
@@ -102,7 +102,7 @@ class TableError(Exception):
 
 
 def parse_matrix(body: Any, check: Any) -> MatrixConfig:
-    """The `[matrix]` table. `check(key, value, where)` is `bxcore.config`'s typed key check
+    """The `[matrix]` table. `check(key, value, where)` is `bxcore.config.file`'s typed key check
     (raising its `ConfigError`); problems of the table as a whole raise `TableError`."""
     if not isinstance(body, dict):
         raise TableError(f"[matrix]: expected a table, got {show(body)}")

@@ -1,7 +1,7 @@
 """The owner's settings, `{home}/config.toml` (SPEC §14), parsed strictly into frozen dataclasses.
 
 `parse_config` is pure; `load_config` only reads the file. Every key has a default (the table
-in `bxcore.config_keys`), and every problem is one `ConfigError` line naming the key.
+in `bxcore.config.keys`), and every problem is one `ConfigError` line naming the key.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from bxcore.config_keys import KEYS, SECTIONS, Key, Kind, default, show, show_name
-from bxcore.config_matrix import EXAMPLE as MATRIX_EXAMPLE
-from bxcore.config_matrix import MATRIX_KEYS, MatrixConfig, TableError, parse_matrix
-from bxcore.config_mcp import EXAMPLE, MCP_KEYS, EntryError, McpServer, parse_mcp_entries
+from bxcore.config.keys import KEYS, SECTIONS, Key, Kind, default, show, show_name
+from bxcore.config.matrix import EXAMPLE as MATRIX_EXAMPLE
+from bxcore.config.matrix import MATRIX_KEYS, MatrixConfig, TableError, parse_matrix
+from bxcore.config.mcp import EXAMPLE, MCP_KEYS, EntryError, McpServer, parse_mcp_entries
 from bxcore.home import SOCKETS, Home
 
 MAX_CONFIG_BYTES = 1 << 20
@@ -386,7 +386,7 @@ def config_reference_markdown() -> str:
         "boolean is not a number) or out of range is a one-line error naming the key, and the",
         "services do not start. API keys are never written here: `api_key_env` names the",
         "environment variable that holds one. This page is generated from",
-        "`bxcore/config_keys.py` (`config_reference_markdown()`).",
+        "`bxcore/config/keys.py` (`config_reference_markdown()`).",
         "",
         "| key | default | values | what it does |",
         "|---|---|---|---|",

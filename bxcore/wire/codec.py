@@ -11,14 +11,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bxcore import messages
 from bxcore.ids import MAX_REQUEST_ID, byte_length_between
-from bxcore.messages import *  # noqa: F403 - the message types are part of this module's API
-from bxcore.schema import Obj, SchemaError, codec_of, from_json_object, to_json_object
+from bxcore.wire import messages
+from bxcore.wire.messages import *  # noqa: F403 - the message types are part of this module's API
+from bxcore.wire.schema import Obj, SchemaError, codec_of, from_json_object, to_json_object
 
 MAX_MESSAGE = 4 * 1024 * 1024
 
-Message = Any  # one of the dataclasses of `bxcore.messages` that has a TYPE
+Message = Any  # one of the dataclasses of `bxcore.wire.messages` that has a TYPE
 
 TYPES: dict[str, type[Any]] = {
     cls.__dict__["TYPE"]: cls

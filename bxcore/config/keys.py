@@ -1,6 +1,6 @@
 """Every key of `config.toml` (SPEC §14): one table of (section, key, type, default, check, help).
 
-Pure data and pure checks, no I/O. `bxcore.config` reads this table to parse the file, to fill
+Pure data and pure checks, no I/O. `bxcore.config.file` reads this table to parse the file, to fill
 the defaults, and to write both the commented `config.toml` and docs/configuration.md; a key
 added here appears in all of them.
 """

@@ -11,8 +11,8 @@ from typing import Annotated, ClassVar
 
 from bxcore.deny import DenyReason
 from bxcore.frozen import frozen
-from bxcore.messages_admin import ApprovalInfo
-from bxcore.messages_common import (
+from bxcore.wire.admin import ApprovalInfo
+from bxcore.wire.common import (
     MAX_WAIT_MS,
     ApprovalId,
     Asks,
@@ -24,7 +24,7 @@ from bxcore.messages_common import (
     Short,
     ToolId,
 )
-from bxcore.schema import Int, Tagged
+from bxcore.wire.schema import Int, Tagged
 
 
 class EndReason(enum.StrEnum):

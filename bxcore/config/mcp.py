@@ -1,6 +1,6 @@
 """The `[[mcp]]` entries of `config.toml` (SPEC §18.1): one MCP server each, parsed strictly.
 
-Pure: no I/O. `bxcore.config` hands each entry's table to `parse_mcp_entries`; every problem is
+Pure: no I/O. `bxcore.config.file` hands each entry's table to `parse_mcp_entries`; every problem is
 one `ConfigError` line naming the entry (by its name, else its place) and the key. The keys are
 a table (`MCP_KEYS`) like the sections', so docs/configuration.md lists them too.
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from bxcore.config_keys import BOOLEAN, Check, Key, Kind, host_name, seconds, show, show_name
+from bxcore.config.keys import BOOLEAN, Check, Key, Kind, host_name, seconds, show, show_name
 
 MAX_SERVERS = 32
 _NAME = re.compile(r"[a-z0-9-]{1,24}")
@@ -165,7 +165,7 @@ class EntryError(Exception):
 
 
 def parse_mcp_entries(value: Any, check: Any) -> tuple[McpServer, ...]:
-    """The `mcp` array of tables. `check(key, value, where)` is `bxcore.config`'s typed key
+    """The `mcp` array of tables. `check(key, value, where)` is `bxcore.config.file`'s typed key
     check (raising its `ConfigError`); problems of the entries as a whole raise
     `EntryError`, whose text starts `[[mcp]] ...`."""
     if not isinstance(value, list):

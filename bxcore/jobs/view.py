@@ -8,8 +8,8 @@ from datetime import datetime, tzinfo
 from typing import Any
 
 from bxcore.clock import rfc3339
-from bxcore.jobs import Cron, InvalidJob, Job
-from bxcore.schedule import next_runs
+from bxcore.jobs.job import Cron, InvalidJob, Job
+from bxcore.jobs.schedule import next_runs
 
 
 def upcoming(job: Job, zone: tzinfo, now: datetime, count: int) -> list[datetime]:

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from cronsim import CronSim
 
 from bxcore.frozen import frozen
-from bxcore.jobs import CatchUp, Cron, Every, Job, Timing
+from bxcore.jobs.job import CatchUp, Cron, Every, Job, Timing
 
 #: A slot this late or less is still run as on time (a scheduler woken a little late, a slow
 #: start); an older one was missed, and `catch_up` decides.

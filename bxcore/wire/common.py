@@ -1,8 +1,7 @@
-"""What every message of `bxcore.messages` is made of (SPEC §3): the checked field types (request
-ids, sessions, call ids, short strings, counts...) and `short`, which cuts a text to fit; the
-error codes; and the messages common to every socket (§3.4), `ping`, `pong` and `error`.
-Pure: no I/O.
-"""
+"""What every message of `bxcore.wire.messages` is made of (SPEC §3): the checked field types
+(request ids, sessions, call ids, short strings, counts...) and `short`, which cuts a text to
+fit; the error codes; and the messages common to every socket (§3.4), `ping`, `pong` and
+`error`. Pure: no I/O."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, ClassVar, Generic, TypeVar
 
 from bxcore.frozen import frozen
 from bxcore.ids import MAX_CALL_ID, MAX_REQUEST_ID, MAX_TOOL_NAME, valid_grant_id, valid_session
-from bxcore.schema import Int, Text
+from bxcore.wire.schema import Int, Text
 
 _APPROVAL = re.compile(r"[a-z2-9]{8}")
 _HASH = re.compile(r"[0-9a-f]{64}")
@@ -64,7 +63,8 @@ A = TypeVar("A", covariant=True)
 class Asks(Generic[A]):
     """The base of every request: `class PendingQuery(Asks["PendingList"])` says what answers it
     (an `error` can answer any request, §3.4). mypy reads it, so `Client.ask` is typed with the
-    answer, and `bxcore.asking.answer_of` reads the same at run time to check an answer once."""
+    answer, and `bxcore.wire.asking.answer_of` reads the same at run time to check an answer
+    once."""
 
     __slots__ = ()
     if TYPE_CHECKING:

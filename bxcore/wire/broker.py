@@ -13,7 +13,7 @@ from typing import Annotated, ClassVar
 from bxcore.deny import DenyReason
 from bxcore.frozen import frozen
 from bxcore.labels import Label
-from bxcore.messages_common import (
+from bxcore.wire.common import (
     MAX_WAIT_MS,
     ApprovalId,
     Asks,
@@ -26,7 +26,7 @@ from bxcore.messages_common import (
     Short,
     ToolId,
 )
-from bxcore.schema import Flat, Int, Text
+from bxcore.wire.schema import Flat, Int, Text
 
 
 @frozen
