@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -34,6 +33,7 @@ from bxcore.wire.messages import (
 )
 from bxctl.init import init_home
 from bxctl.owner_link import OwnerLink, request_id
+from tests.support.mcp import reachable
 
 SERVER = Path(__file__).resolve().parent / "server.py"
 WAIT_MS = 2_000
@@ -92,18 +92,6 @@ def _config(base_url: str, state: Path, suites: tuple[str, ...]) -> str:
     return "\n".join(lines)
 
 
-def _reachable(folder: Path) -> None:
-    """The servers run as `[sandbox] user` when the bench runs as root: their folder is theirs
-    to write, and every folder above it can be passed through."""
-    if os.geteuid() != 0:
-        return
-    folder.chmod(0o777)
-    for parent in folder.parents:
-        if str(parent) in ("/", "/tmp"):
-            break
-        parent.chmod(parent.stat().st_mode | 0o055)
-
-
 def bxctl(home: Home, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "bxctl", "--home", str(home.root), *args],
@@ -123,7 +111,7 @@ def box(folder: Path, base_url: str, grants: str, suites: tuple[str, ...]) -> It
     state.mkdir()
     for suite in suites:
         (state / f"{suite}.tools.json").write_text(json.dumps(tool_listing(suite)))
-    _reachable(state)
+    reachable(state)  # the servers run as `[sandbox] user` when the bench runs as root
     home = Home(folder / "home")
     init_home(home)
     home.config.write_text(_config(base_url, state, suites))
