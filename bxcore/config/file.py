@@ -15,7 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from bxcore.config.keys import KEYS, SECTIONS, Key, Kind, default, show, show_name
+from bxcore.config.keys import KEYS, SECTIONS, Key, Kind, default, show, show_name, table_values
 from bxcore.config.matrix import EXAMPLE as MATRIX_EXAMPLE
 from bxcore.config.matrix import MATRIX_KEYS, MatrixConfig, TableError, parse_matrix
 from bxcore.config.mcp import EXAMPLE, MCP_KEYS, EntryError, McpServer, parse_mcp_entries
@@ -132,7 +132,10 @@ SECTION_CLASSES: Mapping[str, type[Any]] = MappingProxyType(
     }
 )
 
-_KEYS: dict[tuple[str, str], Key] = {(k.section, k.name): k for k in KEYS}
+#: Each section's keys by name.
+_KEYS: dict[str, dict[str, Key]] = {}
+for _key in KEYS:
+    _KEYS.setdefault(_key.section, {})[_key.name] = _key
 
 
 def load_config(path: Path) -> Config:
@@ -164,12 +167,7 @@ def parse_config(text: bytes, source: str = "config.toml") -> Config:
             raise ConfigError(f"{where}: unknown section")
         if not isinstance(body, dict):
             raise ConfigError(f"{where}: expected a table, got {show(body)}")
-        values = {}
-        for name, value in body.items():
-            key = _KEYS.get((section, name))
-            if key is None:
-                raise ConfigError(f"{where} {show_name(name)}: unknown key")
-            values[key.attr] = _value(key, value, f"{where} {name}")
+        values = table_values(body, _KEYS[section].get, where, _value, ConfigError)
         sections[section] = SECTION_CLASSES[section](**values)
     config = Config(**sections)
     _check_together(config, source)

@@ -79,6 +79,24 @@ def show_name(name: str) -> str:
 # -- checks --------------------------------------------------------------------------------
 
 
+def table_values(
+    body: dict[Any, Any],
+    key_of: Callable[[Any], Key | None],
+    where: str,
+    check: Callable[[Key, Any, str], Any],
+    error: type[Exception],
+) -> dict[str, Any]:
+    """A table's values by attribute: each name looked up (`key_of`; an unknown one is `error`
+    naming it), each value checked (`check(key, value, where)`)."""
+    values: dict[str, Any] = {}
+    for name, item in body.items():
+        key = key_of(name)
+        if key is None:
+            raise error(f"{where} {show_name(name)}: unknown key")
+        values[key.attr] = check(key, item, f"{where} {name}")
+    return values
+
+
 def _simple(allowed: str, ok: Callable[[Any], bool]) -> Check:
     return Check(
         allowed, lambda value: None if ok(value) else f"expected {allowed}, got {show(value)}"

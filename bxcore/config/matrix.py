@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from bxcore.config.keys import BOOLEAN, URL, Check, Key, Kind, show, show_name
+from bxcore.config.keys import BOOLEAN, URL, Check, Key, Kind, show, table_values
 
 REQUIRED = None  # the default of a key the table must give
 MAX_OWNERS = 64
@@ -106,12 +106,7 @@ def parse_matrix(body: Any, check: Any) -> MatrixConfig:
     (raising its `ConfigError`); problems of the table as a whole raise `TableError`."""
     if not isinstance(body, dict):
         raise TableError(f"[matrix]: expected a table, got {show(body)}")
-    values: dict[str, Any] = {}
-    for name, item in body.items():
-        key = _BY_NAME.get(name)
-        if key is None:
-            raise TableError(f"[matrix] {show_name(name)}: unknown key")
-        values[key.attr] = check(key, item, f"[matrix] {name}")
+    values = table_values(body, _BY_NAME.get, "[matrix]", check, TableError)
     for key in MATRIX_KEYS:
         if key.default is REQUIRED and key.attr not in values:
             raise TableError(f"[matrix] {key.name}: missing (a [matrix] table names it)")

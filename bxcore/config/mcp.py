@@ -14,7 +14,16 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from bxcore.config.keys import BOOLEAN, Check, Key, Kind, host_name, seconds, show, show_name
+from bxcore.config.keys import (
+    BOOLEAN,
+    Check,
+    Key,
+    Kind,
+    host_name,
+    seconds,
+    show,
+    table_values,
+)
 
 MAX_SERVERS = 32
 _NAME = re.compile(r"[a-z0-9-]{1,24}")
@@ -178,12 +187,7 @@ def parse_mcp_entries(value: Any, check: Any) -> tuple[McpServer, ...]:
         where = _where(body, at)
         if not isinstance(body, dict):
             raise EntryError(f"{where}: expected a table, got {show(body)}")
-        values: dict[str, Any] = {}
-        for name, item in body.items():
-            key = _BY_NAME.get(name)
-            if key is None:
-                raise EntryError(f"{where} {show_name(name)}: unknown key")
-            values[key.attr] = check(key, item, f"{where} {name}")
+        values = table_values(body, _BY_NAME.get, where, check, EntryError)
         for key in MCP_KEYS:
             if key.default is REQUIRED and key.attr not in values:
                 raise EntryError(f"{where} {key.name}: missing (every [[mcp]] entry names it)")
