@@ -133,9 +133,7 @@ SECTION_CLASSES: Mapping[str, type[Any]] = MappingProxyType(
 )
 
 #: Each section's keys by name.
-_KEYS: dict[str, dict[str, Key]] = {}
-for _key in KEYS:
-    _KEYS.setdefault(_key.section, {})[_key.name] = _key
+_KEYS = {section: {k.name: k for k in KEYS if k.section == section} for section in SECTIONS}
 
 
 def load_config(path: Path) -> Config:
