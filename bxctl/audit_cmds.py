@@ -24,11 +24,11 @@ import typer
 
 from bxcore import witness
 from bxcore.home import Home
+from bxcore.owner_text import cut
 from bxcore.visible import visible
 from bxcore.wire.messages import AuditTail
 from bxctl.connect import ask
 from bxctl.output import CommandError, fail, is_terminal, print_json, say, table
-from bxctl.owner_view import cut
 from services.brokerd.core.chain import ChainReport
 from services.brokerd.core.records import Head, parse_line
 from services.brokerd.face import (

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import NoReturn, TextIO
 
 from bxcore.clock import now_ms
+from bxcore.owner_text import SHOW_OUTPUT, done_lines, event_lines, until
 from bxcore.visible import visible
 from bxcore.wire import codec as wire
 from bxcore.wire.messages import (
@@ -46,15 +47,7 @@ from bxctl.card_answer import NotAnAnswer, prompt, read_answer
 from bxctl.keyboard import Keyboard, NothingYet
 from bxctl.output import CommandError, fail, terminal_width
 from bxctl.owner_link import OwnerLink, request_id
-from bxctl.owner_view import (
-    SHOW_OUTPUT,
-    agent_lines,
-    approval_card,
-    done_lines,
-    event_lines,
-    until,
-    verdict_line,
-)
+from bxctl.owner_view import agent_lines, approval_card, verdict_line
 
 WAIT_MS = 5_000  # one long poll; sub-agents' approvals show within it
 CHECK_S = 1.0  # while the owner thinks, whether the approval is still pending

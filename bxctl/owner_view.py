@@ -16,38 +16,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from bxcore.deny import denial_clause
-from bxcore.owner_text import (  # the lines every owner surface shows; here fitted to a terminal
-    OUTPUT_INDENT,
-    SHOW_OUTPUT,
-    binding_note,
-    card_body,
-    cut,
-    done_lines,
-    event_lines,
-    inline_arguments,
-    output_lines,
-    size_text,
-    until,
-)
+from bxcore.owner_text import card_body  # the lines every owner surface shows
 from bxcore.visible import visible
 from bxcore.wire.messages import ApprovalInfo, ApprovalState, Error, ErrorCode, Settled
-
-__all__ = [
-    "OUTPUT_INDENT",
-    "SHOW_OUTPUT",
-    "agent_lines",
-    "approval_card",
-    "binding_note",
-    "card_lines",
-    "cut",
-    "done_lines",
-    "event_lines",
-    "inline_arguments",
-    "output_lines",
-    "size_text",
-    "until",
-    "verdict_line",
-]
 
 AGENT = "agent│ "  # the gutter of every line of a turn; no line of the box starts with it
 CARD_CONTINUES = "      "  # where a card's line goes on when it is wider than the terminal

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from bxcore.deny import DenyReason
 from bxcore.labels import DataClass, Label
+from bxcore.owner_text import event_lines, size_text
 from bxcore.wire.messages import (
     ApprovalInfo,
     ApprovalState,
@@ -35,9 +36,7 @@ from bxctl.owner_view import (
     agent_lines,
     approval_card,
     columns,
-    event_lines,
     pieces,
-    size_text,
     verdict_line,
 )
 
