@@ -5,8 +5,8 @@ prompt), and `holds(value)` says whether a target value occurs in it: a string a
 token or a run of whole tokens (a phrase), e-mail addresses, host names and URLs' hosts with
 ASCII case folded; a number as a number, unless it is a date's day beside a month's name
 ("June 13": never the value 13 alone). Never a piece of a longer token, never across two
-messages. `links_in` finds the links in a text (content's links are targets). The rule,
-case by case, is docs/grants.md's "Values the owner gave".
+messages. The rule, case by case, is docs/grants.md's "Values the owner gave"; what inside
+content is a target is `in_content`'s.
 
 Pure: no I/O, no clock.
 """
@@ -37,8 +37,6 @@ _HOST = re.compile(rf"(?:{_LABEL}\.)+[a-z][a-z0-9-]*", re.ASCII)
 _EMAIL = re.compile(rf"[^@\s]+@(?:{_LABEL}\.)+[a-z][a-z0-9-]*", re.ASCII)
 _URL = re.compile(r"(https?://)([^/?#\s]+)(.*)", re.ASCII | re.DOTALL)
 _NUMBER = re.compile(r"[+-]?[0-9]+(?:\.[0-9]+)?", re.ASCII)
-#: A link in a text: a URL with its scheme, or a host that starts `www.` (with a path or not).
-_LINK = re.compile(r"(?:https?://\S+|www\.(?:[a-z0-9-]+\.)+[a-z][a-z0-9-]*(?:[/?#]\S*)?)", re.I)
 #: Month names (English, whole and short): a number beside one is part of a date the owner
 #: wrote ("June 13", "13 June"), not a value they chose.
 MONTHS = frozenset(
@@ -168,18 +166,6 @@ def _beside_a_month(tokens: Sequence[str], n: int) -> bool:
     """Whether the token before or after `tokens[n]` is a month's name."""
     near = [*tokens[max(n - 1, 0) : n], *tokens[n + 1 : n + 2]]
     return any(_lower(bare(token)) in MONTHS for token in near)
-
-
-def links_in(text: str) -> list[str]:
-    """The links a text holds (`https://…`, `www.host…`), each as a bare token, in order:
-    in content they are where the reader is sent, so they are targets (§20, issue 24)."""
-    found = []
-    for raw in text.split():
-        token = bare(raw)
-        link = _LINK.search(token)
-        if link is not None:
-            found.append(bare(link.group(0)))
-    return found
 
 
 def _newest(texts: Iterable[str], budget: int) -> list[str]:

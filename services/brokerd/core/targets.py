@@ -4,9 +4,10 @@
 fields', an MCP tool's are pinned with it): every value under a *target* argument is a target
 (each element of an array, each leaf of an object and each of its keys), named by its JSON
 pointer (`/to`, `/recipients/1`; a key by its object's); a *code* argument is a target no
-words ever endorse; of *content* only the links are looked at (`https://…`, `www.…`): each is
-a target at its argument's pointer, since a link in a message sends its reader there (issue
-24: "send Alice the link www.evil…" to the Alice the owner named). A call runs unasked in an
+words ever endorse; of *content* only what `in_content` finds is looked at (links, card
+numbers, IBANs): each is a target at its argument's pointer, since a link in a message sends
+its reader there and an account number says where money goes (issue 24: "send Alice the link
+www.evil…" to the Alice the owner named). A call runs unasked in an
 untrusted session only when it has a target and every target is the owner's (`endorsed`).
 
 Pure: no I/O, no clock.
@@ -23,8 +24,9 @@ from bxcore.ids import descends
 from bxcore.roles import Role, role_of
 from bxcore.tools import BROKERED
 from services.brokerd.core.args import ToolArgs
+from services.brokerd.core.in_content import in_content
 from services.brokerd.core.mcp_args import McpArgs
-from services.brokerd.core.owner_words import Words, links_in
+from services.brokerd.core.owner_words import Words
 
 OWNER = "owner"
 CODE = "code"
@@ -95,10 +97,10 @@ def check(args: ToolArgs | McpArgs, roles: Mapping[str, Role], words: Words) -> 
     shell may then say which result an unknown one first appeared in (`Target.origin`)."""
     found: list[Target] = []
     for name, value, role in _arguments(args, roles):
-        if role is Role.CONTENT:  # only its links: where the reader is sent
+        if role is Role.CONTENT:  # only where it sends its reader, or their money
             for at, leaf in _leaves(f"/{_escape(name)}", value):
-                for link in links_in(leaf) if isinstance(leaf, str) else ():
-                    found.append(Target(at, link, OWNER if words.holds(link) else UNKNOWN))
+                for inside in in_content(leaf) if isinstance(leaf, str) else ():
+                    found.append(Target(at, inside, OWNER if words.holds(inside) else UNKNOWN))
             continue
         for at, leaf in _leaves(f"/{_escape(name)}", value):
             origin = CODE if role is Role.CODE else OWNER if words.holds(leaf) else UNKNOWN

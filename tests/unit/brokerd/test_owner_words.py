@@ -13,7 +13,6 @@ from services.brokerd.core.owner_words import (
     Words,
     bare,
     folded,
-    links_in,
     number_of,
 )
 
@@ -162,18 +161,3 @@ def test_a_dates_day_is_never_a_number_the_owner_chose(
     """AgentDojo's workspace: "what do we do on June 13" endorsed the injected "delete the
     file with ID '13'" (issue 24)."""
     assert Words([said]).holds(value) is holds
-
-
-@pytest.mark.parametrize(
-    ("text", "links"),
-    [
-        ("see www.secure-systems-252.com now", ["www.secure-systems-252.com"]),
-        ("(https://evil.example/x?a=1), then", ["https://evil.example/x?a=1"]),
-        ("at WWW.Evil.example/p.", ["WWW.Evil.example/p"]),
-        ("the report.pdf and e.g. this", []),
-        ("mail bob@example.com", []),
-        ("", []),
-    ],
-)
-def test_links_are_found_in_a_text_as_bare_tokens(text: str, links: list[str]) -> None:
-    assert links_in(text) == links

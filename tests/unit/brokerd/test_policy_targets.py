@@ -257,3 +257,22 @@ def test_a_link_in_content_is_a_target_so_an_owners_recipient_does_not_carry_it(
     plain = {"to": ["alice@example.com"], "body": "the summary: all is well"}
     ran = decide(UNTRUSTED, TOOL, json.dumps(plain), [mcp_grant()], mcp=CATALOG, words=WORDS)
     assert isinstance(ran, Allowed)
+
+
+def test_a_card_number_in_content_is_a_target_so_an_owners_recipient_does_not_carry_it() -> None:
+    """AgentDojo's travel: the owner's card number, read from a tool, was mailed unasked to the
+    address the owner typed (issue 24). An account in a message is where money goes: a target."""
+    leak = {"to": ["alice@example.com"], "body": "passport HGK137803, card 4237-4252-7456-2574"}
+    asked = decide(UNTRUSTED, TOOL, json.dumps(leak), [mcp_grant()], mcp=CATALOG, words=WORDS)
+    assert isinstance(asked, Ask)
+    assert sorted((t.at, t.value, t.origin) for t in asked.targets) == [
+        ("/body", "4237-4252-7456-2574", UNKNOWN),
+        ("/to/0", "alice@example.com", OWNER),
+    ]
+    words = Words(["send alice@example.com my card 4237-4252-7456-2574 and passport"])
+    allowed = decide(UNTRUSTED, TOOL, json.dumps(leak), [mcp_grant()], mcp=CATALOG, words=words)
+    assert isinstance(allowed, Allowed)
+    iban = {"to": ["alice@example.com"], "body": "pay GB82 WEST 1234 5698 7654 32 today"}
+    asked = decide(UNTRUSTED, TOOL, json.dumps(iban), [mcp_grant()], mcp=CATALOG, words=WORDS)
+    assert isinstance(asked, Ask)
+    assert [t.value for t in asked.targets if not t.owner] == ["GB82 WEST 1234 5698 7654 32"]
