@@ -26,7 +26,7 @@ from bench import floors, peers
 from bench.box import connect, daemon, dealer, fresh_home, remove
 from bench.python_floor import python_floor
 from bench.stats import alternated, interleaved, save, show, summary, verdict
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.wire import codec as wire
 from bxcore.wire.messages import Denied, Done, ToolRequest, ToolResponse
 

@@ -26,7 +26,7 @@ import psutil
 from bench import floors
 from bench.box import fresh_home, remove
 from bench.stats import save, show, summary, verdict
-from bxcore.home import Home
+from bxcore.home.layout import Home
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",

@@ -32,7 +32,7 @@ from bench import floors
 from bench.box import fresh_home, remove
 from bench.stats import save, verdict
 from bxcore import curve
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.wire import codec as wire
 from bxcore.wire.messages import Accepted, Events, EventsQuery, OwnerMessage, TurnEnd, TurnEvent
 from services.gatewayd.console.feed import KEEP_BYTES

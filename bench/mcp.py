@@ -31,7 +31,7 @@ from bench import floors
 from bench.box import connect, daemon, fresh_home, remove
 from bench.stats import save, show, summary, verdict
 from bxcore.config.file import SandboxConfig, parse_config
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.wire import codec as wire
 from bxcore.wire.messages import Denied, Done, ToolRequest, ToolResponse
 from bxctl import mcp_pins

@@ -25,8 +25,8 @@ from bench.box import fresh_home, remove
 from bench.broker import concurrent
 from bench.ledger_builder import build
 from bench.stats import save, show, summary, verdict
-from bxcore import report
-from bxcore.home import Home
+from bxcore.home import report
+from bxcore.home.layout import Home
 
 UP_TARGET_S = 0.2
 RSS_TARGET_MB = 20.0

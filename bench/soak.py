@@ -35,7 +35,7 @@ import zmq
 
 from bench.box import with_free_console
 from bxcore import curve
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.wire import codec as wire
 from bxcore.wire.messages import (
     AwaitApproval,

@@ -18,7 +18,7 @@ import psutil
 from bench import floors
 from bench.box import fresh_home, remove
 from bench.stats import save, show, summary, timed, verdict
-from bxcore.home import SERVICES
+from bxcore.home.layout import SERVICES
 
 
 def _bxctl(home: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from bxcore import report
-from bxcore.home import Home
+from bxcore.home import report
+from bxcore.home.layout import Home
 from bxcore.wire.messages import ServiceInfo, ServiceState
 
 TOKEN_BYTES = 32

@@ -27,11 +27,11 @@ import anyio._backends._asyncio
 import zmq
 import zmq.asyncio
 
-from bxcore import runlock
 from bxcore.config.file import CURVE_SOCKETS, Config, ConfigError, load_config
 from bxcore.curve import KeyFileError
 from bxcore.errors import SETUP_ERROR_EXIT, SetupError, StartError, one_line
-from bxcore.home import SOCKETS, Home, HomeError
+from bxcore.home import runlock
+from bxcore.home.layout import SOCKETS, Home, HomeError
 
 __all__ = [
     "SETUP_ERROR_EXIT",

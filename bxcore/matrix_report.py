@@ -14,8 +14,8 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from bxcore.atomic import write_atomically
-from bxcore.home import Home
+from bxcore.home.atomic import write_atomically
+from bxcore.home.layout import Home
 
 NAME = "matrix.json"
 FIRST_S = 0.5

@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bxcore import report
 from bxcore.config.file import ConfigError, load_config
-from bxcore.home import Home
+from bxcore.home import report
+from bxcore.home.layout import Home
 from bxcore.mcp_tools import (
     Comparison,
     DefinitionError,

@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from bxcore.atomic import write_atomically
 from bxcore.frozen import frozen
-from bxcore.home import Home
+from bxcore.home.atomic import write_atomically
+from bxcore.home.layout import Home
 from bxcore.mcp_state import pins as pins_of
 from bxcore.mcp_tools import Pins, ToolDef, render_pins
 from bxcore.roles import MEANING, Role, arguments_of, propose, role_of

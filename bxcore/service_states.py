@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bxcore.atomic import write_atomically
+from bxcore.home.atomic import write_atomically
 
 NAME = "services.json"
 #: The states in which a service stays down until the owner acts (SPEC §13).

@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.visible import visible
 from bxctl import (
     audit_accept,

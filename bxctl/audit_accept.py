@@ -14,8 +14,8 @@ from typing import Annotated
 
 import typer
 
-from bxcore import witness
-from bxcore.home import Home
+from bxcore.home import witness
+from bxcore.home.layout import Home
 from bxcore.wire.messages import AuditAccept, Error, LedgerStatus
 from bxctl.audit_cmds import WITNESSES, JsonOption, answer, progress_bar
 from bxctl.ledger_link import ask_ledger

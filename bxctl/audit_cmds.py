@@ -22,8 +22,8 @@ from typing import Annotated, Any
 
 import typer
 
-from bxcore import witness
-from bxcore.home import Home
+from bxcore.home import witness
+from bxcore.home.layout import Home
 from bxcore.owner_text import cut
 from bxcore.visible import visible
 from bxcore.wire.messages import AuditTail

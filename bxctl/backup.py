@@ -22,9 +22,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from bxcore import witness
 from bxcore.clock import now_ms, rfc3339
-from bxcore.home import Home
+from bxcore.home import witness
+from bxcore.home.layout import Home
 from bxctl.backup_archive import (
     FOLDERS,
     HEAD,

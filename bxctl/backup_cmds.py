@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from bxcore.errors import one_line
-from bxcore.home import Home, HomeError
+from bxcore.home.layout import Home, HomeError
 from bxctl.backup import BackupFailed, make_backup
 from bxctl.backup_archive import LEDGER, ArchiveRefused, Manifest
 from bxctl.output import fail, invocation, print_json, say

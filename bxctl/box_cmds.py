@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from bxcore.home import SERVICES, Home
+from bxcore.home.layout import SERVICES, Home
 from bxcore.visible import visible
 from bxcore.wire.messages import Error, ServiceState, SupervisorRestart, SupervisorStop
 from bxctl.box_view import show_started, warn

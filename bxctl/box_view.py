@@ -13,7 +13,7 @@ from typing import Any
 import typer
 
 from bxcore.console_link import Served, console_served
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.visible import visible
 from bxcore.wire.messages import ServiceInfo, ServiceState, SupervisorReport
 from bxctl.console_cmd import console_line, moved_line

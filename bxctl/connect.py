@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.wire.messages import Asks, Error
 from bxctl.output import fail
 from bxctl.owner_link import OwnerLink

@@ -12,7 +12,7 @@ import typer
 
 from bxcore.config.file import ConfigError, load_config
 from bxcore.console_link import Served, TokenError, console_link, console_served, read_token
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.wire.messages import ServiceState, SupervisorReport
 from bxctl.output import fail, print_json, say
 from bxctl.supervisor.link import running, status_report

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from bxcore.config.file import toml_value
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxctl.init import init_home, make_folder, write_new
 from bxctl.output import fail
 

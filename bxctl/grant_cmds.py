@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.mcp_state import configured_pins
 from bxctl.init import make_folder
 from bxctl.output import fail, print_json, say, table

@@ -18,7 +18,7 @@ from bxcore import curve
 from bxcore.config.file import COMMENTED_CONFIG, ConfigError, load_config, toml_value
 from bxcore.console_link import TokenError, ensure_token
 from bxcore.errors import one_line
-from bxcore.home import Home, HomeError
+from bxcore.home.layout import Home, HomeError
 
 FOLDER_MODE = 0o700  # the home and every folder bxctl makes in it
 FILE_MODE = 0o600  # every file bxctl writes in it (a public key is public: 0644)

@@ -20,7 +20,7 @@ from typing import TypeVar
 import anyio
 
 from bxcore.config.file import ModelConfig
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxctl import init_guide
 from bxctl.init import init_home, starter_set
 from bxctl.init_guide import ModelChoice, Retry, Server

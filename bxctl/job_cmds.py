@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from bxcore.clock import local_zone
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.jobs import files as job_files
 from bxcore.jobs.files import JobFields, JobRefused
 from bxcore.jobs.job import Cron, InvalidJob, Job

@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 
 from bxcore.clock import local_zone, parse_rfc3339
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.jobs.view import runs_of
 from bxcore.wire.messages import (
     HistoryQuery,

@@ -11,7 +11,7 @@ from pathlib import Path
 from bxcore import curve
 from bxcore.client import ProtocolError, SyncClient, Unreachable, WrongAnswer
 from bxcore.config.file import ConfigError, load_config
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.wire.asking import PATIENCE
 from bxcore.wire.messages import Error, LedgerQuery, LedgerStatus
 from bxctl.owner_link import as_owner, request_id

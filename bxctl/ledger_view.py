@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bxcore import disk
+from bxcore.home import disk
 from bxcore.wire.messages import LedgerStatus, ServiceInfo, ServiceState
 
 FREE_SOME_SPACE = "free some space (`bxctl logs` and docs/operations.md say what grows)"

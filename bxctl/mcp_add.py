@@ -20,10 +20,10 @@ from typing import Annotated
 
 import typer
 
-from bxcore.atomic import write_atomically
 from bxcore.config.file import ConfigError, load_config, parse_config, toml_value
 from bxcore.config.mcp import valid_server_name
-from bxcore.home import Home
+from bxcore.home.atomic import write_atomically
+from bxcore.home.layout import Home
 from bxcore.mcp_host import not_found, resolve_program
 from bxcore.visible import visible
 from bxctl import mcp_npm, mcp_pypi

@@ -17,7 +17,7 @@ import typer
 from bxcore import mcp_state, mcp_trust
 from bxcore.config.file import ConfigError, load_config
 from bxcore.config.mcp import McpServer
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.mcp_tools import ToolDef
 from bxctl import mcp_add, mcp_pins, mcp_wait
 from bxctl.output import fail, is_terminal, print_json, say, table

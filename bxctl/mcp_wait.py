@@ -12,9 +12,9 @@ from collections.abc import Callable
 
 from bxcore import mcp_state
 from bxcore.config.mcp import McpServer
-from bxcore.home import Home
+from bxcore.home.layout import Home
+from bxcore.home.runlock import holder
 from bxcore.mcp_tools import ToolDef
-from bxcore.runlock import holder
 
 MARGIN_S = 20.0  # beyond the server's own start_s: brokerd's start, and the box's load
 POLL_S = 0.2

@@ -17,7 +17,7 @@ import anyio
 import typer
 
 from bxcore.config.file import ConfigError, ModelConfig, load_config
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxctl.model_verdict import Probe, Report, Setup, report
 from bxctl.output import fail, print_json, say, table
 

@@ -17,7 +17,7 @@ from typing import NoReturn, TypeVar
 from bxcore import curve
 from bxcore.client import AskFailed, ProtocolError, Secure, SyncClient, Unreachable
 from bxcore.config.file import ConfigError, load_config
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.wire.asking import SERVICE, Patience
 from bxcore.wire.messages import Asks, Error, ServiceInfo
 from bxctl.output import fail

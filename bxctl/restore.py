@@ -22,9 +22,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from bxcore import witness
 from bxcore.errors import one_line
-from bxcore.home import Home
+from bxcore.home import witness
+from bxcore.home.layout import Home
 from bxcore.labels import SESSION_DEFAULT
 from bxctl.backup_archive import (
     ALL_FOLDERS,

@@ -21,9 +21,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bxcore import report
 from bxcore.config.file import Config, ConfigError, load_config
-from bxcore.home import Home
+from bxcore.home import report
+from bxcore.home.layout import Home
 from services.brokerd.core.view import grant_warnings as check_grants
 from services.brokerd.face import own_places, read_folder
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.labels import Label
 from bxcore.visible import visible
 from bxcore.wire import codec as wire

@@ -16,10 +16,11 @@ from typing import Annotated, Any
 
 import typer
 
-from bxcore import disk, matrix_report, mcp_state
+from bxcore import matrix_report, mcp_state
 from bxcore.config.file import ConfigError, load_config
 from bxcore.console_link import console_served
-from bxcore.home import Home
+from bxcore.home import disk
+from bxcore.home.layout import Home
 from bxcore.wire.messages import ServiceState, SupervisorReport
 from bxctl import mcp_cmds, tokens_view
 from bxctl.box_view import (

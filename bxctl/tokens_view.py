@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.wire.messages import (
     Error,
     ServiceInfo,

@@ -20,10 +20,10 @@ from typing import Annotated
 import anyio
 import typer
 
-from bxcore import runlock
 from bxcore.config.file import Config, ConfigError, load_config
 from bxcore.console_link import console_served
-from bxcore.home import Home, HomeError
+from bxcore.home import runlock
+from bxcore.home.layout import Home, HomeError
 from bxcore.wire.asking import Patience
 from bxcore.wire.messages import ServiceState, SupervisorReport, SupervisorStatus
 from bxctl import model_reach

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.wire.messages import (
     Accepted,
     Events,

@@ -19,7 +19,7 @@ from bxcore.config.keys import KEYS, SECTIONS, Key, Kind, default, show, show_na
 from bxcore.config.matrix import EXAMPLE as MATRIX_EXAMPLE
 from bxcore.config.matrix import MATRIX_KEYS, MatrixConfig, TableError, parse_matrix
 from bxcore.config.mcp import EXAMPLE, MCP_KEYS, EntryError, McpServer, parse_mcp_entries
-from bxcore.home import SOCKETS, Home
+from bxcore.home.layout import SOCKETS, Home
 
 MAX_CONFIG_BYTES = 1 << 20
 #: The sockets that authenticate with CURVE, and so alone may be moved to tcp:// (§3.6).

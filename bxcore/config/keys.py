@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from bxcore.home import MAX_SOCKET_PATH, SOCKETS
+from bxcore.home.layout import MAX_SOCKET_PATH, SOCKETS
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import secrets
 from typing import TypeVar
 
 from bxcore.client import AskFailed, SyncClient, Unreachable
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.wire.asking import Patience, patience
 from bxcore.wire.messages import (
     Asks,

@@ -19,9 +19,10 @@ from typing import Any
 
 import psutil  # type: ignore[import-untyped, unused-ignore]  # no stubs installed
 
-from bxcore import process_tree, runlock
-from bxcore.atomic import write_atomically
-from bxcore.home import Home
+from bxcore import process_tree
+from bxcore.home import runlock
+from bxcore.home.atomic import write_atomically
+from bxcore.home.layout import Home
 
 #: create_time is computed from clock ticks (1/100 s) since boot: the same process always
 #: gives the same value, and a reused pid cannot start within the same tick.

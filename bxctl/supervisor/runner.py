@@ -27,12 +27,13 @@ import psutil  # type: ignore[import-untyped, unused-ignore]  # no stubs install
 import zmq
 import zmq.asyncio
 
-from bxcore import process_tree, runlock, service_states
+from bxcore import process_tree, service_states
 from bxcore.clock import now_ms
 from bxcore.config.file import Config, ConfigError, load_config
 from bxcore.console_link import console_served
 from bxcore.errors import SETUP_ERROR_EXIT, SetupError, one_line
-from bxcore.home import Home, HomeError
+from bxcore.home import runlock
+from bxcore.home.layout import Home, HomeError
 from bxcore.router import Router
 from bxcore.routes import Refusal, Route, Routes
 from bxcore.wire.messages import (

@@ -23,7 +23,7 @@ from bxcore.client import AskFailed, Client, Secure
 from bxcore.clock import rfc3339
 from bxcore.config.file import Config
 from bxcore.errors import SETUP_ERROR_EXIT
-from bxcore.home import SOCKETS, Home
+from bxcore.home.layout import SOCKETS, Home
 from bxcore.wire.asking import Patience
 from bxcore.wire.messages import Ping, Pong, ServiceInfo, ServiceState
 from bxctl.supervisor.lifecycle import ServiceLife

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bxcore.home import SERVICES, Home
+from bxcore.home.layout import SERVICES, Home
 
 
 @dataclass(frozen=True)

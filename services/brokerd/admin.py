@@ -14,8 +14,8 @@ from dataclasses import replace
 
 import anyio
 
-from bxcore import disk
 from bxcore.client import AskFailed, Client
+from bxcore.home import disk
 from bxcore.routes import Refusal, Route, Routes
 from bxcore.wire.codec import MAX_MESSAGE, encode
 from bxcore.wire.messages import (

@@ -24,13 +24,14 @@ from pathlib import Path
 import anyio
 from zmq.auth.asyncio import AsyncioAuthenticator
 
-from bxcore import __version__, aio, curve, disk
+from bxcore import __version__, aio, curve
 from bxcore.client import Client
 from bxcore.clock import now_ms
 from bxcore.config.file import SandboxConfig
 from bxcore.daemon import Context
 from bxcore.events import Publisher
-from bxcore.report import Report
+from bxcore.home import disk
+from bxcore.home.report import Report
 from bxcore.router import Router
 from bxcore.wire.messages import LedgerHead, LedgerQuery
 from services.brokerd.admin import Admin
@@ -144,7 +145,7 @@ def sandbox_cgroups(config: SandboxConfig, host: Host) -> Cgroups | cgroup.Unava
 def report_sandbox(
     report: Report, config: SandboxConfig, host: Host, cgroups: Cgroups | cgroup.Unavailable
 ) -> None:
-    """How tools are confined, for `bxctl status` (`bxcore.report`)."""
+    """How tools are confined, for `bxctl status` (`bxcore.home.report`)."""
     user = host.drop_to or (os.geteuid(), os.getegid())
     report.set(
         "sandbox",

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import bxcore
 from bxcore.config.file import Config
-from bxcore.home import SOCKETS, Home
+from bxcore.home.layout import SOCKETS, Home
 from services.brokerd.core.args import valid_path
 from services.brokerd.core.view import OwnPlaces
 

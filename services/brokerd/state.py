@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bxcore import disk
-from bxcore.atomic import write_atomically
 from bxcore.bounded import Bounded
 from bxcore.errors import one_line
+from bxcore.home import disk
+from bxcore.home.atomic import write_atomically
 from bxcore.ids import parent_of_sub, valid_session
 from bxcore.labels import SESSION_DEFAULT, DataClass, Label
 from bxcore.wire.messages import Error, ErrorCode, State, StateQuery

@@ -23,7 +23,7 @@ from bxcore.client import Client
 from bxcore.console_link import Served, TokenError, ensure_token, read_token
 from bxcore.daemon import Context
 from bxcore.errors import SetupError
-from bxcore.report import Report
+from bxcore.home.report import Report
 from bxcore.router import Router
 from services.gatewayd.console import server
 from services.gatewayd.console.access import Keys

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import anyio
 
-from bxcore import disk, witness
+from bxcore.home import disk, witness
 from bxcore.wire.messages import LedgerHead
 
 log = logging.getLogger("gatewayd")

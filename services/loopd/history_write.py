@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from bxcore import disk
+from bxcore.home import disk
 
 log = logging.getLogger("loopd")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bxcore import disk
+from bxcore.home import disk
 
 
 def _next(room: bool) -> str:

@@ -25,11 +25,11 @@ from pathlib import Path
 import anyio
 from anyio.abc import TaskGroup
 
-from bxcore import disk
-from bxcore.atomic import write_atomically
 from bxcore.client import AskFailed, Client
 from bxcore.errors import SetupError, one_line
-from bxcore.home import Home
+from bxcore.home import disk
+from bxcore.home.atomic import write_atomically
+from bxcore.home.layout import Home
 from bxcore.ids import job_run_of, job_run_session
 from bxcore.jobs.files import read_jobs
 from bxcore.jobs.job import BUDGETS, InvalidJob, Job

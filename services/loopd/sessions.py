@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from bxcore.clock import parse_rfc3339
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.ids import valid_session
 from bxcore.wire.messages import TurnEvent
 from services.loopd.cache import Cache

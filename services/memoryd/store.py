@@ -21,8 +21,8 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from bxcore import disk
 from bxcore.clock import rfc3339
+from bxcore.home import disk
 from bxcore.labels import CLEAN, DataClass, Label
 from services.memoryd.recall import Answer, match_expression, render_recall, store_label
 

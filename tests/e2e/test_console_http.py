@@ -27,7 +27,7 @@ import httpx
 import psutil  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.mcp_tools import ToolDef
 from bxctl import mcp_pins
 from tests.fakes.model_server import Answer

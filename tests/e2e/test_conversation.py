@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bxcore.home import SERVICES
+from bxcore.home.layout import SERVICES
 from tests.fakes.model_server import Answer
 from tests.support.brokerd import args, ledger_records
 from tests.support.e2e import UpBox, box_up, results_read

@@ -17,7 +17,7 @@ from typing import Any
 import psutil  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
-from bxcore.home import SERVICES
+from bxcore.home.layout import SERVICES
 from tests.fakes.model_server import Answer
 from tests.support.box import processes_of, wait_until
 from tests.support.brokerd import args, ledger_records, write_grant

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from bxcore.deny import DenyReason
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from services.loopd.tools import denial_message
 from tests.fakes.mcp_servers import INJECTED
 from tests.fakes.model_server import Answer

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from bxcore.home import SERVICES
+from bxcore.home.layout import SERVICES
 from tests.support.box import REPO, box_home, bxctl, processes_of
 from tests.support.brokerd import ledger_lines, short_folder
 from tests.support.owner import Terminal

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from bxcore import witness
-from bxcore.home import Home
+from bxcore.home import witness
+from bxcore.home.layout import Home
 from tests.support.box import box_home, bxctl, up, wait_until
 from tests.support.brokerd import args, call_raw, denial, ledger_records
 from tests.support.daemons import init_home

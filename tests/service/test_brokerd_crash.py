@@ -48,7 +48,7 @@ import pytest
 import zmq
 
 from bxcore.clock import now_ms
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.labels import SESSION_DEFAULT
 from bxcore.wire import codec as wire
 from bxcore.wire.messages import Denied, Done, Failed, Outcome, ToolRequest, ToolResponse

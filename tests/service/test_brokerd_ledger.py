@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from bxcore import report
 from bxcore.deny import DenyReason
-from bxcore.home import Home
+from bxcore.home import report
+from bxcore.home.layout import Home
 from bxcore.labels import DataClass, Label
 from bxcore.wire import codec as wire
 from bxcore.wire.messages import (

@@ -18,8 +18,8 @@ from typing import Any
 import psutil  # type: ignore[import-untyped, unused-ignore]
 
 from bench.ledger_builder import build
-from bxcore import report
-from bxcore.home import Home
+from bxcore.home import report
+from bxcore.home.layout import Home
 from bxcore.wire.messages import Done, LedgerHealth, LedgerQuery, LedgerStatus, Ping, Pong
 from tests.support.brokerd import args, call
 from tests.support.daemons import init_home, running, start

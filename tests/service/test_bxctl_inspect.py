@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bxcore import witness
+from bxcore.home import witness
 from bxcore.wire.messages import History, HistoryQuery, OwnerMessage, TurnEnd
 from tests.fakes.model_server import FakeModel
 from tests.support.cli import bxctl

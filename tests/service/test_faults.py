@@ -23,7 +23,7 @@ import psutil  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
 from bxcore.errors import SETUP_ERROR_EXIT
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.wire import codec as wire
 from bxcore.wire.messages import (
     Done,

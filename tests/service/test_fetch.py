@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from bxcore.deny import DenyReason
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.labels import DataClass, Label
 from bxcore.wire.messages import Denied, Done, Outcome, Pending, State, StateQuery, ToolRequest
 from tests.support import tls

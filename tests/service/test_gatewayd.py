@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 import zmq
 
-from bxcore import curve, witness
+from bxcore import curve
 from bxcore.deny import DenyReason
-from bxcore.home import Home
+from bxcore.home import witness
+from bxcore.home.layout import Home
 from bxcore.wire import codec as wire
 from bxcore.wire.messages import (
     Accepted,

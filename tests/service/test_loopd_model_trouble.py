@@ -15,7 +15,7 @@ from itertools import count
 import pytest
 
 from bxcore.deny import DenyReason, denial_text
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.wire.messages import (
     AssistantText,
     EndReason,

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from bxcore.config.file import load_config
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from tests.support import cli
 from tests.support.box import REPO, box_home, env, wait_until
 from tests.support.daemons import free_port, init_home

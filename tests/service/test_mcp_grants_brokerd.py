@@ -11,7 +11,7 @@ import stat
 from pathlib import Path
 
 from bxcore.deny import DenyReason
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.labels import DataClass, Label
 from bxcore.wire.messages import (
     Denied,

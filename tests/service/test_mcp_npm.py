@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bxcore.config.file import load_config
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.wire.messages import Done
 from bxctl import mcp_pins
 from tests.support.brokerd import args, call

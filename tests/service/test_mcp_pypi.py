@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from bxcore.config.file import load_config
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.wire.messages import Done
 from tests.support.brokerd import args, call
 from tests.support.cli import bxctl

@@ -13,7 +13,7 @@ from typing import Any
 
 import zmq
 
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.wire import codec as wire
 from bxcore.wire.messages import Done, ToolRequest
 from services.brokerd.core.replay import UNKNOWN

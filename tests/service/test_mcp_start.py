@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bxcore import report
-from bxcore.home import Home
+from bxcore.home import report
+from bxcore.home.layout import Home
 from bxcore.mcp_tools import ToolDef
 from tests.support.cli import bxctl
 from tests.support.daemons import init_home, running

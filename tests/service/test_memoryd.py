@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import zmq
 
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.labels import CLEAN, DataClass, Label
 from bxcore.router import tune
 from bxcore.wire import codec as wire

@@ -20,7 +20,7 @@ from typing import Any
 import psutil  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
-from bxcore.home import SERVICES
+from bxcore.home.layout import SERVICES
 from bxcore.wire.messages import Ping, Pong, SupervisorReport, SupervisorStop
 from bxctl.supervisor import pidfile
 from bxctl.supervisor.logs import Follower, RotatingLog, rotated, tail

@@ -25,7 +25,7 @@ import zmq
 
 from bxcore import curve
 from bxcore.client import dealer
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.wire import codec as wire
 from bxcore.wire.messages import LedgerHead, ToolRequest
 from tests.support.daemons import CURVE_SERVER, Daemon

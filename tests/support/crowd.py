@@ -24,7 +24,7 @@ import psutil  # type: ignore[import-untyped, unused-ignore]
 import zmq
 
 from bxcore.deny import DenyReason
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.labels import DataClass, Label
 from bxcore.wire import codec as wire
 from bxcore.wire.messages import (

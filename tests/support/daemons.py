@@ -21,9 +21,10 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from bxcore import curve, report
+from bxcore import curve
 from bxcore.client import Secure, SyncClient, Unreachable
-from bxcore.home import Home
+from bxcore.home import report
+from bxcore.home.layout import Home
 from bxcore.wire.asking import Patience
 from bxcore.wire.messages import Ping, Pong
 from services.brokerd.sandbox import leftovers

@@ -10,7 +10,7 @@ import argparse
 import sys
 import time
 
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from tests.support.ping_only import serve
 
 

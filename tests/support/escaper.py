@@ -12,7 +12,7 @@ import argparse
 import subprocess
 import sys
 
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from tests.support.ping_only import serve
 
 HELPER = "import time; time.sleep(600)"

@@ -26,7 +26,7 @@ from typing import Any
 
 import zmq
 
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.wire import codec as wire
 from bxcore.wire.messages import (
     Accepted,

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bxcore import matrix_report
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.wire.messages import PendingList, PendingQuery
 from tests.fakes.model_server import Answer, FakeModel
 from tests.support.brokerd import args, short_folder

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxctl import mcp_pins
 
 FAKES = Path(__file__).resolve().parents[1] / "fakes"

@@ -8,7 +8,7 @@ import functools
 import anyio
 import zmq.asyncio
 
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.router import Router
 from bxcore.routes import Refusal, Routes
 from bxcore.wire.messages import Error, ErrorCode

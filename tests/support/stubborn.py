@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from tests.support.ping_only import serve
 
 HELPER = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"

@@ -4,7 +4,7 @@ brokerd's core imports only the core, `bxcore` and the standard library, and loo
 another; `bxcore` imports no service; the toolkit, which runs alone in every sandbox, imports
 only the standard library and itself (tests/unit/toolkit/test_startup.py); bxctl reaches a
 service only through its face (`services.brokerd.face`, `services.loopd.face`) and brokerd's
-pure core (issue 25)."""
+pure core (issue 25); neither core imports the home's files (`bxcore.home`), which do I/O."""
 
 from __future__ import annotations
 
@@ -91,10 +91,24 @@ def test_no_service_imports_another(source: Path) -> None:
         assert other is None or other == own, f"{source.relative_to(ROOT)} imports {name}"
 
 
-@pytest.mark.parametrize("source", modules("bxcore"), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "source",
+    [*modules("services/brokerd/core"), *modules("services/loopd/core")],
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_the_pure_cores_import_none_of_the_home_s_files(source: Path) -> None:
+    """`bxcore.home` reads and writes the home folder (issue 25): a pure core is given what it
+    decides on, never a path to read it from."""
+    for name in imported(source):
+        assert not (name == "bxcore.home" or name.startswith("bxcore.home.")), (
+            f"{source.relative_to(ROOT)} imports {name}: a pure core does no I/O"
+        )
+
+
+@pytest.mark.parametrize("source", modules("bxcore"), ids=lambda p: str(p.relative_to(ROOT)))
 def test_bxcore_imports_no_service_and_no_bxctl(source: Path) -> None:
     for name in imported(source):
-        assert top(name) not in ("services", "bxctl"), f"bxcore/{source.name} imports {name}"
+        assert top(name) not in ("services", "bxctl"), f"{source.relative_to(ROOT)} imports {name}"
 
 
 #: brokerd's programs that run inside an MCP server's sandbox, alone, as the toolkit does: with

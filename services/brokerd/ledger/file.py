@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from bxcore import disk
+from bxcore.home import disk
 from services.brokerd.core.records import (
     GENESIS,
     CallRecords,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bxcore.atomic import write_atomically
+from bxcore.home.atomic import write_atomically
 from services.brokerd.core.records import Head
 from services.brokerd.ledger.index import Mark
 

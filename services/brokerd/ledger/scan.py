@@ -19,8 +19,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO
 
-from bxcore import disk
-from bxcore.witness import line_ending_at
+from bxcore.home import disk
+from bxcore.home.witness import line_ending_at
 from services.brokerd.core.chain import ChainCheck, ChainReport
 from services.brokerd.core.records import (
     MAX_LINE_BYTES,

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bxcore import witness as witnesses
+from bxcore.home import witness as witnesses
 from services.brokerd.core.records import Head
 from services.brokerd.ledger.index import START, Index, IndexError_, Mark
 from services.brokerd.ledger.scan import Scan, mismatch, scan

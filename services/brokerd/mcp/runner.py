@@ -25,9 +25,10 @@ import anyio
 import anyio.abc
 
 from bxcore import mcp_host
-from bxcore.atomic import write_atomically
 from bxcore.config.mcp import McpServer
-from bxcore.home import Home
+from bxcore.home.atomic import write_atomically
+from bxcore.home.layout import Home
+from bxcore.home.report import Report
 from bxcore.mcp_tools import (
     CHANGED,
     Catalog,
@@ -40,7 +41,6 @@ from bxcore.mcp_tools import (
     parse_pins,
     split_name,
 )
-from bxcore.report import Report
 from services.brokerd.core.bwrap import Host
 from services.brokerd.core.mcp_args import McpArgs
 from services.brokerd.core.policy import Allowed

@@ -21,9 +21,9 @@ import anyio
 import anyio.abc
 
 from bxcore import mcp_host
-from bxcore.atomic import write_atomically
 from bxcore.config.mcp import McpServer
-from bxcore.home import Home
+from bxcore.home.atomic import write_atomically
+from bxcore.home.layout import Home
 from bxcore.mcp_tools import DefinitionError, ToolDef, canonical, tool_def
 from services.brokerd.core.bwrap import Host
 from services.brokerd.core.view import OwnPlaces

@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, Response
 from bxcore import matrix_report, mcp_state
 from bxcore.client import AskFailed, Client, WrongAnswer
 from bxcore.client import Request as Message
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.ids import parent_of_sub
 from bxcore.wire import codec as wire
 from bxcore.wire.messages import (

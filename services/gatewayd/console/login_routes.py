@@ -16,7 +16,7 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from bxcore.atomic import write_atomically
+from bxcore.home.atomic import write_atomically
 from services.gatewayd.console import access
 from services.gatewayd.console.api import Refused, body, fail
 from services.gatewayd.console.logins import (

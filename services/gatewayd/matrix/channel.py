@@ -20,7 +20,7 @@ from anyio.abc import TaskGroup
 from bxcore.client import AskFailed, Client
 from bxcore.clock import now_ms
 from bxcore.config.matrix import MatrixConfig
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.ids import parent_of_sub
 from bxcore.matrix_report import Report
 from bxcore.visible import visible

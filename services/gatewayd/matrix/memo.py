@@ -17,9 +17,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bxcore.atomic import write_atomically
 from bxcore.bounded import Bounded
 from bxcore.clock import now_ms
+from bxcore.home.atomic import write_atomically
 from services.gatewayd.matrix.intake import Card
 
 log = logging.getLogger("gatewayd")

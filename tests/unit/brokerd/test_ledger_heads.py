@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench.ledger_builder import build
-from bxcore import witness
+from bxcore.home import witness
 from services.brokerd.core.records import Record, line_hash, parse_line
 from services.brokerd.ledger.file import (
     HEAD_FILE,

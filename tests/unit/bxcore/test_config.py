@@ -23,7 +23,7 @@ from bxcore.config.file import (
     toml_value,
 )
 from bxcore.config.keys import KEYS, SECTIONS, Key, Kind
-from bxcore.home import SOCKETS, Home
+from bxcore.home.layout import SOCKETS, Home
 
 _NO_SURROGATES = st.characters(exclude_categories=["Cs"])
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "configuration.md"

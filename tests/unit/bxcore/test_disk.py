@@ -1,4 +1,4 @@
-"""The sentences of a full disk (`bxcore.disk`, issue 28): what a write that found no room is,
+"""The sentences of a full disk (`bxcore.home.disk`, issue 28): what a write that found no room is,
 how the room left reads, and which disks the home's folders are on."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bxcore import disk
+from bxcore.home import disk
 
 
 @pytest.mark.parametrize(

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from bxcore import atomic, report
-from bxcore.home import Home
+from bxcore.home import atomic, report
+from bxcore.home.layout import Home
 from bxctl.supervisor import logs
 
 Write = Callable[[int, bytes], int]

@@ -1,4 +1,4 @@
-"""bxcore.home: where the home's files live, and a run folder short enough for sockets."""
+"""bxcore.home.layout: where the home's files live, and a run folder short enough for sockets."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import platformdirs
 import pytest
 
-from bxcore.home import (
+from bxcore.home.layout import (
     MAX_SOCKET_PATH,
     SERVICES,
     SOCKETS,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bxcore.atomic import create_atomically
+from bxcore.home.atomic import create_atomically
 from bxcore.jobs.files import (
     JobFields,
     JobRefused,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.matrix_report import Link, LinkState, Report, backoff_s, read_line
 
 

@@ -15,8 +15,9 @@ import pytest
 import zmq
 import zmq.asyncio
 
-from bxcore import curve, runlock
+from bxcore import curve
 from bxcore.client import Client, ProtocolError, SyncClient, Unreachable
+from bxcore.home import runlock
 from bxcore.labels import SESSION_DEFAULT
 from bxcore.router import Router
 from bxcore.routes import Refusal, Route, Routes

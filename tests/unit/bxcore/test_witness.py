@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bxcore import witness
-from bxcore.witness import Seen, WitnessUnreadable
+from bxcore.home import witness
+from bxcore.home.witness import Seen, WitnessUnreadable
 from services.brokerd.core.records import build
 
 H5 = "5" * 64

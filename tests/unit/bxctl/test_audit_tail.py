@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from bench.ledger_builder import build
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from tests.support.cli import bxctl
 
 

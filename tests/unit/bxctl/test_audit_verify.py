@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from bench.ledger_builder import build
-from bxcore import witness
-from bxcore.home import Home
+from bxcore.home import witness
+from bxcore.home.layout import Home
 from tests.support.cli import bxctl
 from tests.support.ledger_file import GrowingLedger
 

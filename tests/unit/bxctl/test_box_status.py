@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bxcore import disk
+from bxcore.home import disk
 from bxcore.wire.messages import LedgerHealth, LedgerStatus, ServiceInfo, ServiceState
 from bxctl.ledger_view import FREE_SOME_SPACE, LedgerView, disk_json, disk_lines, ledger_view
 from bxctl.status_cmd import newest_seq

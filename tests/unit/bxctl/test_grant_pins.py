@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.mcp_tools import ToolDef
 from bxctl import mcp_pins
 from services.brokerd.core.grants import KINDS_SAID, RESULTS_SAID

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bxcore import mcp_state
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.mcp_tools import ToolDef
 from bxctl import mcp_pins
 from tests.support.cli import bxctl

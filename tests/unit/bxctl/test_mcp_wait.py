@@ -12,7 +12,7 @@ import pytest
 
 from bxcore import mcp_state
 from bxcore.config.mcp import McpServer
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.mcp_tools import ToolDef
 from bxctl import mcp_wait
 

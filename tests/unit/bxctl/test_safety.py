@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxctl.init import init_home
 from bxctl.safety import checked_paths, home_warnings, too_open
 

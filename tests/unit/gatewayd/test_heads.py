@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from bxcore import witness
+from bxcore.home import witness
+from bxcore.home.witness import Seen
 from bxcore.wire.messages import LedgerHead
-from bxcore.witness import Seen
 from services.gatewayd.heads import HeadKeeper
 from tests.support.ledger_file import GrowingLedger
 

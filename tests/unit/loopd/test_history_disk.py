@@ -15,7 +15,7 @@ import pytest
 
 from bxcore.client import Client
 from bxcore.config.file import Config
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.labels import DataClass, Label
 from bxcore.wire.messages import (
     Done,

@@ -13,7 +13,7 @@ import pytest
 
 from bxcore.client import Client
 from bxcore.config.file import Config
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from services.loopd import scheduler as scheduler_module
 from services.loopd.scheduler import NotStarted, Scheduler
 from services.loopd.sessions import Sessions

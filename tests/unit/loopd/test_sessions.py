@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bxcore.clock import rfc3339
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.wire.messages import AssistantText, EndReason, OwnerSaid, TurnEnd
 from services.loopd.history import SessionLog, Spawned
 from services.loopd.sessions import Sessions, Summary

@@ -18,7 +18,7 @@ from bxcore.client import Client
 from bxcore.clock import parse_rfc3339
 from bxcore.config.file import Config
 from bxcore.deny import DenyReason
-from bxcore.home import Home
+from bxcore.home.layout import Home
 from bxcore.wire.messages import (
     AssistantText,
     Denied,

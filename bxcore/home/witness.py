@@ -16,8 +16,8 @@ import re
 from pathlib import Path
 from typing import BinaryIO
 
-from bxcore.atomic import write_atomically
 from bxcore.frozen import frozen
+from bxcore.home.atomic import write_atomically
 
 _HASH = re.compile(r"[0-9a-f]{64}")
 _KEYS = ({"seq", "hash"}, {"seq", "hash", "size"})
