@@ -12,6 +12,7 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from bxcore import mcp_tools
 from bxcore.deny import DenyReason
@@ -230,6 +231,7 @@ def _decide_mcp(
     winner = _winner(
         matching, label, args, note, words, mcp.roles_of(tool),
         sink=kind.sink, consequential=kind.sink or address is not None, place="sink", kind=kind,
+        schema=pinned.input_schema,
     )  # fmt: skip
     if not isinstance(winner, Won):
         return winner
@@ -260,6 +262,7 @@ def _winner(
     consequential: bool,
     place: str,
     kind: McpKind | None = None,
+    schema: Mapping[str, Any] | None = None,
 ) -> Won | Denied | Ask:
     """§5.2 steps 4 to 8 on the grants that match, most specific first, for built-in and
     MCP tools alike: a deny wins; the winner's flow check for a sink (`place` names where a
@@ -287,7 +290,7 @@ def _winner(
         note(lambda: f"flow: {label.class_} data may go to a {winner.class_} {place}")
     targets: tuple[Target, ...] = ()
     if consequential and label.untrusted:  # 7
-        targets = check(args, roles, words)
+        targets = check(args, roles, words, schema)
         if targets:
             note(lambda: "targets: " + "; ".join(target.said() for target in targets))
         if not endorsed(targets):

@@ -92,17 +92,26 @@ def shown(value: object) -> str:
     return text if len(text) <= SHOWN else text[: SHOWN - 1] + "…"
 
 
-def check(args: ToolArgs | McpArgs, roles: Mapping[str, Role], words: Words) -> tuple[Target, ...]:
+def check(
+    args: ToolArgs | McpArgs,
+    roles: Mapping[str, Role],
+    words: Words,
+    schema: Mapping[str, Any] | None = None,
+) -> tuple[Target, ...]:
     """Every target value of the call, each with `owner` or not yet known (`unknown`): the
-    shell may then say which result an unknown one first appeared in (`Target.origin`)."""
+    shell may then say which result an unknown one first appeared in (`Target.origin`).
+    `schema`, an MCP tool's pinned input schema, says which objects' keys are its own
+    property names rather than values (`_leaves`)."""
     found: list[Target] = []
+    properties = _properties(schema)
     for name, value, role in _arguments(args, roles):
+        leaves = _leaves(f"/{_escape(name)}", value, properties.get(name))
         if role is Role.CONTENT:  # only where it sends its reader, or their money
-            for at, leaf in _leaves(f"/{_escape(name)}", value):
+            for at, leaf in leaves:
                 for inside in in_content(leaf) if isinstance(leaf, str) else ():
                     found.append(Target(at, inside, OWNER if words.holds(inside) else UNKNOWN))
             continue
-        for at, leaf in _leaves(f"/{_escape(name)}", value):
+        for at, leaf in leaves:
             origin = CODE if role is Role.CODE else OWNER if words.holds(leaf) else UNKNOWN
             found.append(Target(at, leaf, origin))
     return tuple(found)
@@ -146,19 +155,30 @@ def _arguments(
         yield name, value, fields[name].role
 
 
-def _leaves(at: str, value: Any) -> Iterator[tuple[str, str | int | float | bool]]:
+def _leaves(at: str, value: Any, schema: Any) -> Iterator[tuple[str, str | int | float | bool]]:
     """The values under `value`, each with its JSON pointer; null, [] and {} name nothing.
     An object's keys are values too, each named by the object's pointer: in a map such as
-    `{"mallory@evil.example": "writer"}` the key is where the effect goes."""
+    `{"mallory@evil.example": "writer"}` the key is where the effect goes. Only a key that
+    `schema` (the value's part of the pinned schema) lists in its `properties` is not: it is
+    the tool's own name for a field (`{"file_id": "19"}`), never the model's to choose."""
     if isinstance(value, list):
+        items = schema.get("items") if isinstance(schema, Mapping) else None
         for n, item in enumerate(value):
-            yield from _leaves(f"{at}/{n}", item)
+            yield from _leaves(f"{at}/{n}", item, items)
     elif isinstance(value, dict):
+        declared = _properties(schema)
         for key, item in value.items():
-            yield at, key
-            yield from _leaves(f"{at}/{_escape(key)}", item)
+            if key not in declared:
+                yield at, key
+            yield from _leaves(f"{at}/{_escape(key)}", item, declared.get(key))
     elif value is not None:
         yield at, value
+
+
+def _properties(schema: Any) -> Mapping[str, Any]:
+    """The property schemas an object schema declares by name; none for anything else."""
+    properties = schema.get("properties") if isinstance(schema, Mapping) else None
+    return properties if isinstance(properties, Mapping) else {}
 
 
 def _escape(name: str) -> str:

@@ -276,3 +276,44 @@ def test_a_card_number_in_content_is_a_target_so_an_owners_recipient_does_not_ca
     asked = decide(UNTRUSTED, TOOL, json.dumps(iban), [mcp_grant()], mcp=CATALOG, words=WORDS)
     assert isinstance(asked, Ask)
     assert [t.value for t in asked.targets if not t.owner] == ["GB82 WEST 1234 5698 7654 32"]
+
+
+def test_a_key_the_pinned_schema_declares_is_a_field_name_not_a_target() -> None:
+    """AgentDojo's workspace: an attachment `{"type": "file", "file_id": "19"}` showed the
+    owner `"file_id"` and `"type"` as targets not from them. A property the pinned schema names
+    is the tool's own word; any other key, and every key of a map it leaves open, still is."""
+    attachment = {
+        "type": "object",
+        "properties": {"type": {"type": "string"}, "file_id": {"type": "string"}},
+    }
+    send = ToolDef(
+        "send",
+        "Send a mail.",
+        {
+            "type": "object",
+            "properties": {
+                "to": {"type": "string"},
+                "attachments": {"type": "array", "items": attachment},
+                "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+            },
+        },
+    )
+    roles = {"to": Role.TARGET, "attachments": Role.TARGET, "headers": Role.TARGET}
+    catalog, _ = build_catalog({"m": Pins("m", "t", {"send": send}, {"send": roles})}, {})
+    words = Words(["send alice@example.com file 19 as a file"])
+    grant = dataclasses.replace(mcp_grant(), tool="mcp__m__send")
+
+    def targets(arguments: dict[str, object]) -> list[tuple[str, object, str]]:
+        asked = decide(
+            UNTRUSTED, grant.tool, json.dumps(arguments), [grant], mcp=catalog, words=words
+        )
+        return [] if isinstance(asked, Allowed) else [
+            (t.at, t.value, t.origin) for t in getattr(asked, "targets", ())
+        ]  # fmt: skip
+
+    mail = {"to": "alice@example.com", "attachments": [{"type": "file", "file_id": "19"}]}
+    assert targets(mail) == []  # every value the owner's, the declared keys not values
+    smuggled = {**mail, "attachments": [{"type": "file", "file_id": "19", "cc": "x"}]}
+    assert ("/attachments/0", "cc", UNKNOWN) in targets(smuggled)
+    mapped = {**mail, "headers": {"Reply-To": "alice@example.com"}}
+    assert ("/headers", "Reply-To", UNKNOWN) in targets(mapped)
