@@ -21,8 +21,9 @@ from typing import Annotated
 import typer
 
 from bxcore.atomic import write_atomically
-from bxcore.config.file import ConfigError, load_config, parse_config, toml_value
+from bxcore.config.file import ConfigError, load_config, parse_config
 from bxcore.config.mcp import valid_server_name
+from bxcore.config.written import toml_value
 from bxcore.home import Home
 from bxcore.mcp_host import not_found, resolve_program
 from bxcore.visible import visible

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from bxcore import owner_toml
 from bxcore.atomic import create_atomically, write_atomically
-from bxcore.config.file import toml_value
+from bxcore.config.written import toml_value
 from bxcore.frozen import frozen
 from bxcore.ids import valid_grant_id
 from bxcore.jobs.job import MAX_JOB_BYTES, InvalidJob, Job, check_grants, parse_job
