@@ -17,7 +17,8 @@ from bxcore.wire import codec as wire
 from bxcore.wire.messages import OwnerSaid, TurnEvent
 from services.loopd.broker_link import BrokerGone, BrokerLink
 from services.loopd.core.turn_events import NoBroker, SentCall, SubAnswered
-from services.loopd.history import SessionLog, Spawned, encode
+from services.loopd.history import SessionLog
+from services.loopd.history_records import Spawned, encode
 from services.loopd.tools import CallResult, cap_result, failed, task_of
 
 #: Run a sub-agent's turn 1 to its end with a token budget (None: none); its last words.

@@ -61,7 +61,8 @@ from services.loopd.core.turn_events import (
     Spawn,
     Stopped,
 )
-from services.loopd.history import ModelReply, RecordTooLarge, SessionLog
+from services.loopd.history import SessionLog
+from services.loopd.history_records import ModelReply, RecordTooLarge
 from services.loopd.history_write import HistoryUnwritable
 from services.loopd.model import Model, ModelError, Offer
 from services.loopd.sub_agents import SubAgents, depth_of

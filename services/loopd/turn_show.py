@@ -41,7 +41,8 @@ from services.loopd.core.turn_events import (
     Warn,
     Why,
 )
-from services.loopd.history import SessionLog, ToolResultRecord
+from services.loopd.history import SessionLog
+from services.loopd.history_records import ToolResultRecord
 from services.loopd.tools import (
     CANCELLED_RESULT,
     cap_result,
