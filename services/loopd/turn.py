@@ -126,7 +126,7 @@ class Turns:
             held,
             has_history,
             publish,
-            lambda child, budget: self.run(child, 1, max_tokens=budget),
+            lambda child, budget: self.run(child, 1, max_tokens=budget),  # its one turn
         )
         cap = config.loop.max_tokens_per_day
         self.meter = meter if meter is not None else Meter(Tally(datetime.UTC), cap)
