@@ -12,7 +12,7 @@ import json
 import os
 from pathlib import Path
 
-from bxcore.config.file import toml_value
+from bxcore.config.written import toml_value
 from bxcore.home.layout import Home
 from bxctl.init import init_home, make_folder, write_new
 from bxctl.output import fail

@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from bxcore import curve
-from bxcore.config.file import COMMENTED_CONFIG, ConfigError, load_config, toml_value
+from bxcore.config.file import ConfigError, load_config
+from bxcore.config.written import COMMENTED_CONFIG, toml_value
 from bxcore.console_link import TokenError, ensure_token
 from bxcore.errors import one_line
 from bxcore.home.layout import Home, HomeError

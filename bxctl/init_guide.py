@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
-from bxcore.config.file import COMMENTED_CONFIG, toml_value
+from bxcore.config.written import COMMENTED_CONFIG, toml_value
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,9 @@ from typing import Annotated
 
 import typer
 
-from bxcore.config.file import ConfigError, load_config, parse_config, toml_value
+from bxcore.config.file import ConfigError, load_config, parse_config
 from bxcore.config.mcp import valid_server_name
+from bxcore.config.written import toml_value
 from bxcore.home.atomic import write_atomically
 from bxcore.home.layout import Home
 from bxcore.mcp_host import not_found, resolve_program

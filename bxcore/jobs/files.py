@@ -19,7 +19,7 @@ from collections.abc import Set
 from pathlib import Path
 
 from bxcore import owner_toml
-from bxcore.config.file import toml_value
+from bxcore.config.written import toml_value
 from bxcore.frozen import frozen
 from bxcore.home.atomic import create_atomically, write_atomically
 from bxcore.ids import valid_grant_id

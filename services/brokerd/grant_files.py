@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from bxcore.config.file import toml_value
+from bxcore.config.written import toml_value
 from bxcore.mcp_tools import Pins
 from services.brokerd.core.grant_check import fit
 from services.brokerd.core.grants import Grant, InvalidGrant, MatchValue, parse_grant, valid_id

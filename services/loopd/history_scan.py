@@ -13,7 +13,8 @@ from pathlib import Path
 
 from bxcore.clock import rfc3339
 from bxcore.wire.messages import TurnEvent
-from services.loopd.history import TYPES, Outline, SessionLog, Spawned, decode
+from services.loopd.history import Outline, SessionLog
+from services.loopd.history_records import TYPES, Spawned, decode
 
 _EVENT_LINE = b'{"type":"turn_event",'  # encoding is canonical: the type comes first
 _OTHER_LINES = tuple(f'{{"type":"{cls.TYPE}",'.encode() for cls in TYPES.values())

@@ -216,7 +216,7 @@ class Scheduler:
                     await self._turns.run(session, 1, max_steps=limit, max_tokens=tokens)
                     watch.cancel_scope.cancel()
             counted = session.turn_tokens(1) is not None  # the server said what answers cost
-            spent = self._turns.spent(session, 1) if counted else None
+            spent = self._turns.sub_agents.spent(session, 1) if counted else None
             return session.steps(1), spent, self._how(job_id, session)
 
     async def _watch(self, job_id: str, opened: Open, limit_s: int) -> None:
@@ -250,7 +250,7 @@ class Scheduler:
         if reason is EndReason.MAX_STEPS:
             return JobEnd.BUDGET, f"max_steps {session.steps(1)} reached"
         if reason is EndReason.BUDGET:
-            spent = self._turns.spent(session, 1)
+            spent = self._turns.sub_agents.spent(session, 1)
             return JobEnd.BUDGET, f"{spent} tokens: max_tokens or [loop] max_tokens_per_day reached"
         if reason is EndReason.ERROR:
             return JobEnd.ERROR, short(session.failure(1) or "the turn failed")

@@ -18,7 +18,8 @@ from bxcore.home.layout import Home
 from bxcore.ids import valid_session
 from bxcore.wire.messages import TurnEvent
 from services.loopd.cache import Cache
-from services.loopd.history import CONTEXT_CHARS, SessionLog
+from services.loopd.history import SessionLog
+from services.loopd.history_kept import CONTEXT_CHARS
 from services.loopd.history_scan import outline, read_events
 from services.loopd.usage import Tally
 

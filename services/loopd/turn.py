@@ -3,10 +3,11 @@ one, and what comes back is what the model reads next; until it answers without 
 `max_steps` is reached. Every step is in the session's history before the next begins, so a
 turn cut off by a crash resumes where it was, re-sending open calls with their ids (§10.6).
 What happens when is the turn's machine (`core.turn`, a pure table); `Turns` is its driver:
-it carries out each step's effects (asks the model, asks brokerd, appends records, emits
-events) and feeds back what they produced. The model is offered the built-in tools and the
-MCP tools brokerd decides now, asked once at the turn's start (§18.4). How brokerd is asked,
-and how long it is waited for, is `broker_link`'s.
+it carries out each step's effects (asks the model or brokerd; a `spawn` is run by
+`sub_agents`, what is only shown or recorded by `turn_show`) and feeds back what they
+produced. The model is offered the built-in tools and the MCP tools brokerd decides now, asked
+once at the turn's start (§18.4). How brokerd is asked, and how long it is waited for, is
+`broker_link`'s.
 
 The owner may stop a running turn (`cancel`, §12.2): its model request or its wait on brokerd
 is abandoned, every call left without a result reads `CANCELLED_RESULT`, and the turn, and
@@ -34,27 +35,9 @@ import anyio
 from bxcore.client import Client
 from bxcore.config.file import Config
 from bxcore.errors import one_line
-from bxcore.ids import descends, parent_of_sub, valid_session
+from bxcore.ids import descends
 from bxcore.tools import BROKERED, SPAWN
-from bxcore.wire import codec as wire
-from bxcore.wire.messages import (
-    AssistantText,
-    Denied,
-    Done,
-    Event,
-    Failed,
-    Outcome,
-    OwnerSaid,
-    Pending,
-    ToolCalled,
-    ToolDenied,
-    ToolDone,
-    ToolPending,
-    TurnEnd,
-    TurnError,
-    TurnEvent,
-    short,
-)
+from bxcore.wire.messages import Event, Outcome, Pending, TurnEvent
 from services.loopd import room
 from services.loopd.ask import ask_model
 from services.loopd.broker_link import BrokerGone, BrokerLink
@@ -66,53 +49,25 @@ from services.loopd.core.turn_events import (
     AskModel,
     Await,
     Began,
-    Called,
-    Close,
     Count,
     Counted,
-    Effect,
-    End,
-    FinalOutcome,
     Halted,
     Held,
-    Keep,
     NoBroker,
     NotReplied,
     OwnerWords,
     Replied,
-    Say,
     SentCall,
     Spawn,
     Stopped,
-    SubAnswered,
-    Tell,
-    TooMany,
-    Waits,
-    Warn,
-    Why,
 )
-from services.loopd.history import (
-    ModelReply,
-    RecordTooLarge,
-    SessionLog,
-    Spawned,
-    ToolResultRecord,
-    encode,
-)
+from services.loopd.history import SessionLog
+from services.loopd.history_records import ModelReply, RecordTooLarge
 from services.loopd.history_write import HistoryUnwritable
 from services.loopd.model import Model, ModelError, Offer
-from services.loopd.tools import (
-    CANCELLED_RESULT,
-    CallResult,
-    cap_result,
-    failed,
-    result_of,
-    shown_output,
-    task_of,
-    too_many_calls,
-    too_many_calls_said,
-)
-from services.loopd.usage import BUDGET_RESULT, Meter, Tally
+from services.loopd.sub_agents import SubAgents, depth_of
+from services.loopd.turn_show import show
+from services.loopd.usage import Meter, Tally
 
 log = logging.getLogger("loopd")
 
@@ -137,22 +92,15 @@ class Running:
 
 @dataclass(eq=False)
 class _Drive:
-    """What one run of a turn holds between its steps: the tools offered the model, and the
-    client of the call with brokerd (across its approval's polls)."""
+    """What one run of a turn holds between its steps: its depth and token budget, the tools
+    offered the model, and the client of the call with brokerd (across its approval's polls)."""
 
     session: SessionLog
     turn: int
     depth: int
+    budget: int | None  # its token budget (`Running.max_tokens`)
     tools: list[Offer] | None = None
     client: Client | None = None
-
-
-def depth_of(session: str) -> int:
-    """How deep a sub-agent is: `sub-<parent>-<n>` is one deeper than its parent (§6.3)."""
-    depth = 0
-    while (parent := parent_of_sub(session)) is not None:
-        session, depth = parent, depth + 1
-    return depth
 
 
 class Turns:
@@ -170,10 +118,16 @@ class Turns:
         self.config = config
         self.model = model
         self.brokerd = BrokerLink(config, broker, clock)
-        self._held = held  # a session's history, kept loaded while the context lasts
         self._publish = publish
-        self._has_history = has_history  # a session that exists, on disk or in memory
         self._running: dict[str, Running] = {}  # session -> its turn being run now
+        self.sub_agents = SubAgents(
+            config,
+            self.brokerd,
+            held,
+            has_history,
+            publish,
+            lambda child, budget: self.run(child, 1, max_tokens=budget),  # its one turn
+        )
         cap = config.loop.max_tokens_per_day
         self.meter = meter if meter is not None else Meter(Tally(datetime.UTC), cap)
 
@@ -267,8 +221,9 @@ class Turns:
     def _settle(self, session: SessionLog, state: Turn, event: Stopped | Halted) -> Turn:
         """Step the turn by an end, which asks only for what is written at once, and write it."""
         state, effects = step(state, event)
+        cap = self.config.loop.max_calls_per_reply
         for effect in effects:
-            self._show(session, state.turn, effect)
+            show(session, state.turn, effect, self._publish, cap)
         return state
 
     @staticmethod
@@ -289,7 +244,8 @@ class Turns:
             self.meter.refusal(),
         )
         running.state, effects = step(running.state, began)
-        drive = _Drive(session, turn, depth)
+        drive = _Drive(session, turn, depth, running.max_tokens)
+        cap = self.config.loop.max_calls_per_reply
         try:
             while True:
                 fed: turn_events.Event | None = None
@@ -297,7 +253,7 @@ class Turns:
                     if isinstance(effect, AskModel | Count | OwnerWords | Ask | Await | Spawn):
                         fed = await self._ask(drive, effect)
                     else:
-                        self._show(session, turn, effect)
+                        show(session, turn, effect, self._publish, cap)
                 if fed is None:
                     return running.state.said
                 if drive.client is not None and not isinstance(fed, Held):  # answered
@@ -320,7 +276,7 @@ class Turns:
             return await self._ask_model(drive, effect.step, drive.tools)
         if isinstance(effect, Count):  # a budget needs its sub-agents' histories read too
             budget = effect.max_tokens
-            used = self.spent(session, turn) if budget is not None else 0
+            used = self.sub_agents.spent(session, turn) if budget is not None else 0
             return Counted(self.meter.stop(used, budget))
         if isinstance(effect, OwnerWords):
             await self.brokerd.owner_words(session.session, session.owner_text)
@@ -332,7 +288,7 @@ class Turns:
             assert drive.client is not None
             waited = self.brokerd.wait(drive.client, session.session, effect.approval)
             return await _brokered(waited)
-        return await self._spawn(session, turn, effect.call, drive.depth)
+        return await self.sub_agents.spawn(session, turn, effect.call, drive.depth, drive.budget)
 
     def _builtins(self, depth: int) -> list[Offer]:
         return [*BROKERED.values(), *([SPAWN] if depth < self.config.loop.max_depth else [])]
@@ -356,138 +312,6 @@ class Turns:
         except (ModelError, RecordTooLarge) as error:
             return NotReplied(str(error))
         return Replied(reply.text, calls)
-
-    def _show(self, session: SessionLog, turn: int, effect: Effect) -> None:
-        """Carry out an effect that only shows the owner or records: at once, in order."""
-        if isinstance(effect, Say):  # the owner's view is cut as the model's reads are
-            self.emit(session, turn, AssistantText(cap_result(effect.text)))
-        elif isinstance(effect, Warn):
-            self.emit(session, turn, TurnError(short(effect.message)), owe=effect.owe)
-        elif isinstance(effect, TooMany):  # each refused call's result says it too
-            self.emit(session, turn, TurnError(too_many_calls_said(effect.asked, effect.cap)))
-        elif isinstance(effect, End):
-            ended = TurnEnd(effect.reason, session.turn_tokens(turn))
-            self.emit(session, turn, ended, owe=effect.owe)
-        elif isinstance(effect, Close):
-            content = self._closed(effect)
-            session.append(ToolResultRecord(turn, effect.call, content), owe=effect.owe)
-        elif isinstance(effect, Called):
-            self.emit(session, turn, ToolCalled(effect.tool, cap_result(effect.arguments)))
-        elif isinstance(effect, Waits):
-            self.emit(session, turn, ToolPending(effect.tool, effect.approval))
-        elif isinstance(effect, Tell):
-            self._tell_owner(session, turn, effect.tool, effect.outcome)
-        elif isinstance(effect, Keep):
-            outcome = effect.outcome
-            if isinstance(outcome, SubAnswered):
-                content = outcome.content
-            else:
-                content = result_of(outcome).content
-            session.append(ToolResultRecord(turn, effect.call, content))
-        else:
-            raise AssertionError(f"{effect!r} is not carried out at once")
-
-    def _closed(self, effect: Close) -> str:
-        """What the model reads of a call closed without its own result."""
-        if effect.why is Why.TOO_MANY:
-            return too_many_calls(self.config.loop.max_calls_per_reply).content
-        if effect.why is Why.BUDGET:
-            return BUDGET_RESULT
-        if effect.why is Why.CANCELLED:
-            return CANCELLED_RESULT
-        return room.call_stopped(effect.said)
-
-    def _tell_owner(
-        self, session: SessionLog, turn: int, tool: str, outcome: FinalOutcome | SubAnswered
-    ) -> None:
-        if isinstance(outcome, SubAnswered):
-            size = len(outcome.content.encode())
-            shown = shown_output(outcome.content)
-            self.emit(session, turn, ToolDone(tool, outcome.ok, size, shown))
-        elif isinstance(outcome, Done):
-            size = len(outcome.output.encode("utf-8", "replace"))
-            shown = shown_output(outcome.output)
-            self.emit(session, turn, ToolDone(tool, outcome.ok, size, shown))
-        elif isinstance(outcome, Denied):  # the reason only, never the detail (§3.5)
-            self.emit(session, turn, ToolDenied(tool, outcome.reason))
-        elif isinstance(outcome, Failed):
-            self.emit(session, turn, TurnError(short(f"{tool}: {outcome.message}")))
-
-    async def _spawn(
-        self, parent: SessionLog, turn: int, call: SentCall, depth: int
-    ) -> SubAnswered | NoBroker:
-        try:
-            result = await self._sub_agent(parent, turn, call, depth)
-        except BrokerGone as gone:
-            return NoBroker(str(gone))
-        return SubAnswered(result.content, result.ok)
-
-    async def _sub_agent(
-        self, parent: SessionLog, turn: int, call: SentCall, depth: int
-    ) -> CallResult:
-        """A sub-agent's turn; its answer reaches the parent only after `absorb` (§6.4)."""
-        task = task_of(call.arguments)
-        if task is None:
-            return failed('spawn takes {"task": "…"}: one string field, nothing else.')
-        if depth + 1 > self.config.loop.max_depth:
-            return failed(f"sub-agents may be nested at most {self.config.loop.max_depth} deep.")
-        child_id = parent.spawns.get(call.id)
-        if child_id is None:
-            child_id = self._fresh_child(parent)
-            if child_id is None:
-                return failed("this session's id is too long to start a sub-agent from.")
-            first = TurnEvent(child_id, 1, 1, OwnerSaid(task))
-            if len(encode(first)) > wire.MAX_MESSAGE // 2:  # it must fit in an event and a page
-                return failed("the task is too long for a sub-agent's first message.")
-            parent.append(Spawned(turn, call.id, child_id))
-        with self._held(child_id) as child:
-            if child.turns == 0:
-                self.emit(child, 1, OwnerSaid(task))
-            left = self._left(parent, turn)
-            ran = child.ended(1)
-            text = child.last_text(1) if ran else await self.run(child, 1, max_tokens=left)
-            failure = child.failure(1)
-            stopped = child.stopped(1)
-        if not await self.brokerd.absorb(parent.session, child_id):
-            return failed("the sub-agent's label could not be taken on, so its answer is held.")
-        if stopped:
-            return failed("the owner stopped the sub-agent before it answered.")
-        if failure is not None:  # a failed spawn is a result the model reads (§10.5)
-            return failed(f"the sub-agent stopped with an error: {failure}")
-        return CallResult(cap_result(text or "(the sub-agent gave no answer)"), ok=True)
-
-    def spent(self, session: SessionLog, turn: int) -> int:
-        """What `turn` has cost: its own answers, and all its session's sub-agents' (a job's
-        run is one turn, so its sub-agents are all the session's)."""
-        return (session.turn_tokens(turn) or 0) + self._spent_below(session)
-
-    def _spent_below(self, session: SessionLog) -> int:
-        total = 0
-        for child_id in session.spawns.values():
-            if self._has_history(child_id):
-                with self._held(child_id) as child:
-                    total += (child.tokens or 0) + self._spent_below(child)
-        return total
-
-    def _left(self, parent: SessionLog, turn: int) -> int | None:
-        """What a sub-agent may spend: what is left of its parent's turn's budget, if any."""
-        running = self._running.get(parent.session)
-        if running is None or running.max_tokens is None:
-            return None
-        return max(0, running.max_tokens - self.spent(parent, turn))
-
-    def _fresh_child(self, parent: SessionLog) -> str | None:
-        """The next `sub-<parent>-<n>` (n from the spawns so far + 1) that no session has
-        used: a spawn never takes over a session with a history (an owner's, from before
-        owner sessions were refused the `sub-` form, or another child's). None when the id
-        would be too long."""
-        n = len(parent.spawns) + 1
-        given = set(parent.spawns.values())
-        while valid_session(child := f"sub-{parent.session}-{n}"):
-            if child not in given and not self._has_history(child):
-                return child
-            n += 1
-        return None
 
 
 async def _brokered(asked: Awaitable[Outcome]) -> Answered | Held | NoBroker:

@@ -15,7 +15,7 @@ import datetime
 from collections.abc import Callable
 
 from bxcore.clock import now_ms, rfc3339
-from services.loopd.history import Spent
+from services.loopd.history_records import Spent
 from services.loopd.model import Usage
 
 KEPT_DAYS = 31  # days a tally remembers (the newest); only today's is ever asked for now

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from bxcore.wire.messages import EndReason, OwnerSaid, TurnEnd
-from services.loopd.history import ModelReply, SessionLog, decode
+from services.loopd.history import SessionLog
+from services.loopd.history_records import ModelReply, decode
 from tests.fakes.model_server import Answer, FakeModel
 from tests.support.box import box_home, bxctl, wait_until
 from tests.support.brokerd import args, ledger_records, short_folder, write_grant

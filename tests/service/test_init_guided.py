@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bxcore.config.file import COMMENTED_CONFIG
+from bxcore.config.written import COMMENTED_CONFIG
 from tests.fakes.model_server import FakeModel
 from tests.support.brokerd import short_folder
 from tests.support.cli import bxctl

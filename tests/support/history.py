@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from bxcore.wire.messages import TurnEvent
-from services.loopd.history import Record, SessionLog
+from services.loopd.history import SessionLog
+from services.loopd.history_records import Record
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""bxcore.config.file: config.toml parsed strictly, every key defaulted, every error one line."""
+"""bxcore.config.file and .written: config.toml parsed strictly, every key defaulted, every error
+one line; the commented file and the reference written from the same keys."""
 
 from __future__ import annotations
 
@@ -12,17 +13,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bxcore.config.file import (
-    COMMENTED_CONFIG,
     MAX_CONFIG_BYTES,
     SECTION_CLASSES,
     Config,
     ConfigError,
     load_config,
     parse_config,
-    render_config,
-    toml_value,
 )
 from bxcore.config.keys import KEYS, SECTIONS, Key, Kind
+from bxcore.config.written import COMMENTED_CONFIG, render_config, toml_value
 from bxcore.home.layout import SOCKETS, Home
 
 _NO_SURROGATES = st.characters(exclude_categories=["Cs"])
@@ -403,7 +402,7 @@ def test_the_commented_config_shows_every_section_and_key_with_its_help() -> Non
 
 
 def test_docs_configuration_md_is_the_generated_reference() -> None:
-    from bxcore.config.file import config_reference_markdown
+    from bxcore.config.written import config_reference_markdown
 
     reference = config_reference_markdown()
     assert DOCS.read_text(encoding="utf-8") == reference
@@ -463,7 +462,8 @@ def test_any_value_for_any_key_parses_or_is_one_config_error_line(
 
 
 def test_a_second_model_table_appended_to_the_init_file_names_the_first_ones_line() -> None:
-    from bxcore.config.file import COMMENTED_CONFIG, ConfigError, parse_config
+    from bxcore.config.file import ConfigError, parse_config
+    from bxcore.config.written import COMMENTED_CONFIG
 
     first = COMMENTED_CONFIG.split("\n").index("[model]") + 1
     appended = COMMENTED_CONFIG + '\n[model]\nmodel = "qwen2.5:7b"\n'

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from bxcore.config.file import COMMENTED_CONFIG, ConfigError, parse_config
+from bxcore.config.file import ConfigError, parse_config
 from bxcore.config.mcp import EXAMPLE, McpServer
+from bxcore.config.written import COMMENTED_CONFIG
 
 GIT = """
 [[mcp]]

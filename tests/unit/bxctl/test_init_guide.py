@@ -9,7 +9,8 @@ from dataclasses import replace
 
 import pytest
 
-from bxcore.config.file import COMMENTED_CONFIG, parse_config
+from bxcore.config.file import parse_config
+from bxcore.config.written import COMMENTED_CONFIG
 from bxctl import init_guide
 from bxctl.init_guide import OTHER, SERVERS, ModelChoice, Retry
 

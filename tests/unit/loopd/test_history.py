@@ -11,14 +11,9 @@ from pathlib import Path
 import pytest
 
 from bxcore.wire.messages import AssistantText, EndReason, OwnerSaid, ToolCalled, TurnEnd
-from services.loopd.history import (
-    ModelReply,
-    Outline,
-    SentCall,
-    SessionLog,
-    Spawned,
-    ToolResultRecord,
-)
+from services.loopd.core.turn_events import SentCall
+from services.loopd.history import Outline, SessionLog
+from services.loopd.history_records import ModelReply, Spawned, ToolResultRecord
 from services.loopd.history_scan import outline
 
 

@@ -15,16 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bxcore.wire.messages import AssistantText, EndReason, OwnerSaid, ToolCalled, TurnEnd
-from services.loopd.history import (
-    WEIGHT_OF_LOG,
-    WEIGHT_OF_TURN,
-    ModelReply,
-    SentCall,
-    SessionLog,
-    ToolResultRecord,
-    chars,
-    held,
-)
+from services.loopd.core.turn_events import SentCall
+from services.loopd.history import SessionLog
+from services.loopd.history_kept import WEIGHT_OF_LOG, WEIGHT_OF_TURN, chars, held
+from services.loopd.history_records import ModelReply, ToolResultRecord
 from services.loopd.model import Assistant, Message, ToolCall, ToolResult, User
 
 # A turn: the owner's words, then steps of (calls, each result's length), then the last words.

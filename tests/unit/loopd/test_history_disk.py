@@ -32,13 +32,8 @@ from bxcore.wire.messages import (
     TurnEvent,
     WordsKept,
 )
-from services.loopd.history import (
-    ModelReply,
-    SessionLog,
-    ToolResultRecord,
-    decode,
-    encode,
-)
+from services.loopd.history import SessionLog
+from services.loopd.history_records import ModelReply, ToolResultRecord, decode, encode
 from services.loopd.history_write import HistoryUnwritable
 from services.loopd.model import Assistant, Message, Offer, Reply, ToolCall, ToolResult, User
 from services.loopd.sessions import Sessions

@@ -9,14 +9,9 @@ import pytest
 
 from bxcore.wire import codec as wire
 from bxcore.wire.messages import EndReason, OwnerSaid, TurnEnd
-from services.loopd.history import (
-    MAX_LINE,
-    ModelReply,
-    RecordTooLarge,
-    SentCall,
-    SessionLog,
-    encode,
-)
+from services.loopd.core.turn_events import SentCall
+from services.loopd.history import SessionLog
+from services.loopd.history_records import MAX_LINE, ModelReply, RecordTooLarge, encode
 from services.loopd.history_scan import read_events
 from tests.support.history import Recorded
 

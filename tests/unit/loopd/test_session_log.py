@@ -25,7 +25,8 @@ from bxcore.wire.messages import (
     TurnEvent,
 )
 from services.loopd.core.turn_events import SentCall
-from services.loopd.history import ModelReply, Record, SessionLog, ToolResultRecord
+from services.loopd.history import SessionLog
+from services.loopd.history_records import ModelReply, Record, ToolResultRecord
 from services.loopd.model import Assistant, Message, ToolCall, ToolResult, User
 
 # -- the questions, answered by reading every record ---------------------------------------

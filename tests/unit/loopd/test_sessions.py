@@ -9,7 +9,8 @@ from pathlib import Path
 from bxcore.clock import rfc3339
 from bxcore.home.layout import Home
 from bxcore.wire.messages import AssistantText, EndReason, OwnerSaid, TurnEnd
-from services.loopd.history import SessionLog, Spawned
+from services.loopd.history import SessionLog
+from services.loopd.history_records import Spawned
 from services.loopd.sessions import Sessions, Summary
 from tests.support.history import Recorded
 

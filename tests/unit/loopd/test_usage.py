@@ -32,7 +32,8 @@ from bxcore.wire.messages import (
     TurnEnd,
     TurnError,
 )
-from services.loopd.history import ModelReply, SessionLog, Spent
+from services.loopd.history import SessionLog
+from services.loopd.history_records import ModelReply, Spent
 from services.loopd.history_scan import outline
 from services.loopd.model import Message, Offer, Reply, ToolCall, Usage
 from services.loopd.sessions import Sessions
