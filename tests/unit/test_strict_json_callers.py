@@ -33,14 +33,44 @@ PINS = render_pins(Pins("git", "2026-12-01T10:00:00.000Z", {"git_log": LOG}, {})
 #: (caller, how it is called, a text it takes with `@` where a value goes, the same with a key
 #: given twice)
 CALLERS: list[tuple[str, Callable[[str], object], str, str]] = [
-    ("wire frame", lambda t: codec.decode(t.encode()), '{"type":"ping","id":@}', '{"type":"ping","id":"a","id":"b"}'),
-    ("tool arguments", lambda t: args.parse("read_file", t), '{"path":@}', '{"path":"/a","path":"/b"}'),
-    ("MCP arguments", lambda t: mcp_args.parse(LOG, "mcp__git__git_log", t), '{"n":@}', '{"n":1,"n":2}'),
-    ("memory arguments", memory_arguments.parse, '{"action":"forget","id":@}', '{"action":"forget","id":1,"id":2}'),
-    ("pins file", lambda t: parse_pins("git", t.encode()), PINS.replace('"version": 2', '"version": @'), PINS.replace('"version": 2', '"version": 2, "version": 2')),
+    (
+        "wire frame",
+        lambda t: codec.decode(t.encode()),
+        '{"type":"ping","id":@}',
+        '{"type":"ping","id":"a","id":"b"}',
+    ),
+    (
+        "tool arguments",
+        lambda t: args.parse("read_file", t),
+        '{"path":@}',
+        '{"path":"/a","path":"/b"}',
+    ),
+    (
+        "MCP arguments",
+        lambda t: mcp_args.parse(LOG, "mcp__git__git_log", t),
+        '{"n":@}',
+        '{"n":1,"n":2}',
+    ),
+    (
+        "memory arguments",
+        memory_arguments.parse,
+        '{"action":"forget","id":@}',
+        '{"action":"forget","id":1,"id":2}',
+    ),
+    (
+        "pins file",
+        lambda t: parse_pins("git", t.encode()),
+        PINS.replace('"version": 2', '"version": @'),
+        PINS.replace('"version": 2', '"version": 2, "version": 2'),
+    ),
     ("model server", http_client.parse_json, '{"choices":@}', '{"choices":[],"choices":[]}'),
-    ("MCP server line", lambda t: mcp_wire.parse_line(t.encode()), '{"jsonrpc":"2.0","id":1,"result":@}', '{"jsonrpc":"2.0","id":1,"id":2,"result":{}}'),
-]  # fmt: skip
+    (
+        "MCP server line",
+        lambda t: mcp_wire.parse_line(t.encode()),
+        '{"jsonrpc":"2.0","id":1,"result":@}',
+        '{"jsonrpc":"2.0","id":1,"id":2,"result":{}}',
+    ),
+]
 #: What each caller raises when it refuses its input.
 REFUSALS = (
     codec.DecodeError, args.ArgsError, memory_arguments.ArgumentsError, DefinitionError,
