@@ -29,6 +29,7 @@ class SchemaError(ValueError):
 
 Obj = Pairs  # a JSON object as its key/value pairs in document order: repeated keys are seen
 
+
 @frozen
 class Text:
     """A string of `low` to `high` UTF-8 bytes, optionally passing `check`, described as `what`."""

@@ -3,7 +3,8 @@
 The JSON-level refusals (what serde_json refuses and Python's json would let through: NaN, a
 number out of range, a lone surrogate) are `bxcore.strict_json`'s, worded as serde words them;
 this module owns the object's shape: exactly the fields a `ToolSpec` declares, each of its
-kind, errors met in serde's order. It never looks inside a value beyond its type. Pure: no I/O, no clock.
+kind, errors met in serde's order. It never looks inside a value beyond its type. Pure: no
+I/O, no clock.
 """
 
 from __future__ import annotations
