@@ -119,20 +119,23 @@ class Decoder:
         self._json = json.JSONDecoder(**hooks)
         self._surrogates = surrogates
         self._max_depth = max_depth
+        self._checks = not surrogates or max_depth is not None  # after the parse; most have none
 
     def loads(self, text: str | bytes) -> Any:
         """The one JSON value in `text` (whitespace around it allowed)."""
         if isinstance(text, bytes):
             text = _utf8(text)
         value = _refusing(self._json.decode, text)
-        self._check(text, value)
+        if self._checks:
+            self._check(text, value)
         return value
 
     def first(self, text: str, start: int = 0) -> tuple[Any, int]:
         """The JSON value starting at `start` (no whitespace skipped) and where it ends; what
         follows is the caller's to judge."""
         value, end = _refusing(self._json.raw_decode, text, start)
-        self._check(text, value)
+        if self._checks:
+            self._check(text, value)
         return value, end
 
     def _check(self, text: str, value: object) -> None:
