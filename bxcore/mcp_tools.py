@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from bxcore import strict_json
 from bxcore.config.mcp import valid_server_name
 from bxcore.frozen import frozen
 from bxcore.roles import Role, roles_problem
@@ -220,8 +221,8 @@ def parse_pins(server: str, data: bytes) -> Pins:
     if len(data) > MAX_PINS_BYTES:
         raise DefinitionError(f"the pins file is larger than {MAX_PINS_BYTES} bytes")
     try:
-        body = json.loads(data.decode("utf-8"), parse_constant=_refuse)
-    except (UnicodeDecodeError, ValueError) as error:
+        body = strict_json.loads(data)
+    except strict_json.StrictJsonError as error:
         raise DefinitionError(f"the pins file is not JSON: {error}") from None
     if not isinstance(body, dict) or set(body) != {"version", "server", "trusted_at", "tools"}:
         raise DefinitionError(
@@ -253,10 +254,6 @@ def parse_pins(server: str, data: bytes) -> Pins:
             raise DefinitionError(f"pinned tool {name!r}: {problem}")
         roles[name] = {arg: Role(role) for arg, role in given.items()}
     return Pins(server, body["trusted_at"], tools, roles)
-
-
-def _refuse(name: str) -> object:
-    raise ValueError(f"{name} is not JSON")
 
 
 # --- what a listing says against the pins ---------------------------------------------------

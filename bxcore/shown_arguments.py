@@ -13,11 +13,12 @@ gives exactly the value (tests/support/shown.py).
 
 from __future__ import annotations
 
-import json
 import unicodedata
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from bxcore import strict_json
+from bxcore.strict_json import Number, Pairs
 from bxcore.visible import code_point, escape, name, reasons
 
 RUN = 16  # identical white-space characters in a row shown as one marker
@@ -111,41 +112,15 @@ def shown_text(text: str) -> Shown:
 # --- parsing, keeping what JSON's own loader forgets ------------------------------------------
 
 
-class _Number(str):
-    """A number as written (`1e+16`, `12345678901234567890`), never re-formatted."""
-
-
-class _Pairs(list[tuple[str, object]]):
-    """An object's members in their order, a repeated key kept."""
-
-
 _NOT_JSON = object()
-
-
-def _refuse(constant: str) -> object:
-    raise ValueError(f"{constant} is not JSON")
+_DECODER = strict_json.Decoder(pairs=True, as_written=True, max_depth=MOST_DEPTH)
 
 
 def _parse(text: str) -> object:
     try:
-        value = json.loads(
-            text,
-            object_pairs_hook=_Pairs,
-            parse_int=_Number,
-            parse_float=_Number,
-            parse_constant=_refuse,
-        )
-    except (ValueError, RecursionError):
+        return _DECODER.loads(text)
+    except strict_json.StrictJsonError:
         return _NOT_JSON
-    return value if _depth(value) <= MOST_DEPTH else _NOT_JSON
-
-
-def _depth(value: object) -> int:
-    if isinstance(value, _Pairs):
-        return 1 + max((_depth(v) for _, v in value), default=0)
-    if isinstance(value, list):
-        return 1 + max((_depth(v) for v in value), default=0)
-    return 0
 
 
 # --- drawing --------------------------------------------------------------------------------
@@ -168,11 +143,11 @@ class _Drawing:
             self.pieces.append(Piece(text, what))
 
     def value(self, value: object, indent: int | None, level: int) -> None:
-        if isinstance(value, _Pairs):
+        if isinstance(value, Pairs):
             self.members([(key, item) for key, item in value], "{", "}", indent, level)
         elif isinstance(value, list):
             self.members([(None, item) for item in value], "[", "]", indent, level)
-        elif isinstance(value, str) and not isinstance(value, _Number):
+        elif isinstance(value, str) and not isinstance(value, Number):
             self.string(value, quoted=True)
         elif value is None:
             self.add("null")

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from bxcore import strict_json
 from services.brokerd.core.records import Head
 from services.brokerd.face import Mark
 
@@ -107,8 +108,8 @@ class Manifest:
 def parse_manifest(data: bytes) -> Manifest:
     """The manifest, checked whole; `ArchiveRefused` naming what is wrong."""
     try:
-        value = json.loads(data)
-    except (ValueError, RecursionError):
+        value = strict_json.loads(data)
+    except strict_json.StrictJsonError:
         raise ArchiveRefused(f"{MANIFEST} is not JSON") from None
     if not isinstance(value, dict) or set(value) != _KEYS:
         raise ArchiveRefused(f"{MANIFEST} is not a boxmaker backup's manifest")

@@ -120,6 +120,8 @@ def install(npm: str, folder: Path, spec: str) -> dict[str, Any]:
     mcp_install.run(f"npm install {spec}", argv)
     manifest = folder / "node_modules" / package_name(spec) / "package.json"
     try:
+        # json, not strict_json: npm reads package.json leniently (a key twice, the last wins),
+        # and refusing what npm installed would refuse a package that works
         found = json.loads(manifest.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         raise InstallError(f"{manifest} cannot be read after npm install: {error}") from None

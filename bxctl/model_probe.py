@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-import json
 import socket
 import ssl
 import time
@@ -19,6 +18,7 @@ from typing import Any
 import anyio
 import httpx
 
+from bxcore import strict_json
 from bxcore.config.file import ModelConfig
 from bxctl.model_verdict import (
     PROBE_ASK,
@@ -94,8 +94,8 @@ def model_names(data: bytes) -> tuple[str, ...] | None:
     """The model names in a list of models: `data[].id` (OpenAI, Anthropic, and the servers
     that copy them), else `models[].name` or `.model` (Ollama's own form); None if neither."""
     try:
-        body: Any = json.loads(data[:MAX_LIST_BYTES])
-    except (ValueError, RecursionError):
+        body: Any = strict_json.loads(data[:MAX_LIST_BYTES])
+    except strict_json.StrictJsonError:
         return None
     if not isinstance(body, dict):
         return None

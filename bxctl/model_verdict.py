@@ -8,11 +8,12 @@ result, whether the box can use the model, and what to change. Pure: no I/O, no 
 from __future__ import annotations
 
 import enum
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from bxcore import strict_json
 
 #: The one tool offered by the tiny request, and what the model is asked.
 PROBE_TOOL = "get_weather"
@@ -140,8 +141,8 @@ def judge_reply(text: str, calls: Sequence[tuple[str, str]]) -> tuple[Outcome, s
         if name != PROBE_TOOL:
             return Outcome.BAD_CALL, f"it called {name!r}, not {PROBE_TOOL!r}"
         try:
-            value = json.loads(arguments)
-        except (ValueError, RecursionError):
+            value = strict_json.loads(arguments)
+        except strict_json.StrictJsonError:
             value = None
         if not isinstance(value, dict):
             return Outcome.BAD_CALL, f"its arguments are not a JSON object: {_cut(arguments)}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from bxcore import strict_json
 from bxcore.ids import MAX_REQUEST_ID, byte_length_between
 from bxcore.wire import messages
 from bxcore.wire.messages import *  # noqa: F403 - the message types are part of this module's API
@@ -37,11 +38,7 @@ class DecodeError(ValueError):
         self.id = id
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-_decoder = json.JSONDecoder(object_pairs_hook=Obj, parse_constant=_reject_constant)
+_decoder = strict_json.Decoder(pairs=True)  # a key twice is the schema's to refuse
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False)
 
 
@@ -54,10 +51,14 @@ def parse_json(data: bytes) -> Any:
     except UnicodeDecodeError as error:
         raise ValueError(f"the message is not UTF-8 (byte {error.start})") from None
     try:
-        value, end = _decoder.raw_decode(text)
-    except RecursionError:
+        value, end = _decoder.first(text)
+    except strict_json.NotAValue as error:
+        raise ValueError(f"{error.name} is not valid JSON") from None
+    except strict_json.TooDeep:
         raise ValueError("the message is nested too deeply") from None
-    except json.JSONDecodeError as error:
+    except strict_json.OutOfRange as error:  # an integer longer than Python converts
+        raise ValueError(str(error)) from None
+    except strict_json.StrictJsonError as error:
         raise ValueError(f"not JSON: {error}") from None
     if end != len(text):
         raise ValueError(f"not JSON: Extra data after the value at char {end}")

@@ -20,14 +20,14 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 from bxcore.frozen import frozen
+from bxcore.strict_json import Pairs
 
 
 class SchemaError(ValueError):
     """A value does not fit its declared shape; the text is one line naming the field."""
 
 
-class Obj(list[tuple[str, Any]]):
-    """A JSON object as its key/value pairs in document order, so repeated keys can be seen."""
+Obj = Pairs  # a JSON object as its key/value pairs in document order: repeated keys are seen
 
 
 @frozen

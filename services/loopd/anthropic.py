@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bxcore import strict_json
 from services.loopd.http_client import answered_error, invalid, parse_json
 from services.loopd.http_provider import HttpProvider
 from services.loopd.model import (
@@ -84,8 +85,8 @@ def _input(call: ToolCall) -> dict[str, Any]:
     """A tool_use block's `input` must be an object: the arguments parsed, or `{}` when they are
     not an object (a call another provider's model wrote; the broker already judged it)."""
     try:
-        value = json.loads(call.arguments)
-    except (ValueError, RecursionError):
+        value = strict_json.loads(call.arguments)
+    except strict_json.StrictJsonError:
         return {}
     return value if isinstance(value, dict) else {}
 
@@ -268,8 +269,8 @@ def _streamed_arguments(block: _Block) -> str:
     if not written.strip():
         return arguments_text(block.start_input if block.start_input is not None else {})
     try:
-        return arguments_text(json.loads(written))
-    except (ValueError, RecursionError):
+        return arguments_text(strict_json.loads(written))
+    except strict_json.StrictJsonError:  # a key twice kept as written: the broker refuses it
         return written
 
 

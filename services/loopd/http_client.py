@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import anyio
 import httpx
 
+from bxcore import strict_json
 from services.loopd.model import ModelError
 from services.loopd.replies import clean
 from services.loopd.sse import SseDecoder, SseError, SseEvent
@@ -312,9 +313,9 @@ async def _raw_chunks(response: httpx.Response, *, strict: bool = True) -> Async
 
 def parse_json(data: bytes | str) -> Any:
     try:
-        return json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        raise invalid(f"not JSON ({_cut(str(exc) or type(exc).__name__, 80)})") from None
+        return strict_json.loads(data)
+    except strict_json.StrictJsonError as exc:
+        raise invalid(f"not JSON ({_cut(str(exc), 80)})") from None
 
 
 def answered_error(body: dict[str, Any]) -> ModelError:
@@ -328,8 +329,8 @@ def server_message(data: bytes) -> str:
     """The server's own words about an error, on one line and short."""
     text = data.decode("utf-8", "replace")
     try:
-        body = json.loads(text)
-    except (ValueError, RecursionError):
+        body = strict_json.loads(text)
+    except strict_json.StrictJsonError:
         body = None
     if isinstance(body, dict):
         error = body.get("error")

@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from bxcore import strict_json
 from services.loopd.model import (
     Message,
     ModelError,
@@ -47,8 +48,8 @@ def parse_script(data: bytes, source: str) -> tuple[Answer, ...]:
         return ModelError(f"the scripted model's file {source}: {why}; fix [model] script")
 
     try:
-        document = json.loads(data)
-    except (ValueError, RecursionError) as exc:
+        document = strict_json.loads(data)
+    except strict_json.StrictJsonError as exc:
         raise bad(f"not JSON ({exc})") from None
     if not isinstance(document, list):
         raise bad("expected a list of answers")

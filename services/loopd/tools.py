@@ -10,9 +10,9 @@ owner's views get the output too, cut shorter (`shown_output`). Success is the `
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
+from bxcore import strict_json
 from bxcore.deny import DenyReason, denial_text
 from bxcore.wire.messages import MAX_OUTPUT_SHOWN, Denied, Done
 from services.loopd.core.turn_events import FinalOutcome
@@ -99,8 +99,8 @@ def too_many_calls_said(asked: int, cap: int) -> str:
 def task_of(arguments: str) -> str | None:
     """The task of a `spawn` call: its arguments must be `{"task": "…"}`, nothing else."""
     try:
-        value = json.loads(arguments)
-    except (ValueError, RecursionError):
+        value = strict_json.loads(arguments)
+    except strict_json.StrictJsonError:
         return None
     if isinstance(value, dict) and list(value) == ["task"] and isinstance(value["task"], str):
         return value["task"]

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from bxcore import strict_json
+
 I64_MIN = -(2**63)
 I64_MAX = 2**63 - 1
 
@@ -42,28 +44,7 @@ _FIELDS: dict[str, tuple[str, type]] = {
 }
 
 
-def _refuse_constant(name: str) -> object:
-    raise ArgumentsError(f"{name} is not a JSON value")
-
-
-def _pairs(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    found: dict[str, object] = {}
-    for key, value in pairs:
-        if key in found:
-            raise ArgumentsError(f"duplicate field {key!r}")
-        found[key] = value
-    return found
-
-
-def _integer(digits: str) -> int:
-    if len(digits.lstrip("-")) > len(str(I64_MAX)):  # before int(): Python limits its digits
-        raise ArgumentsError("id is out of range (64-bit signed)")
-    return int(digits)
-
-
-_DECODER = json.JSONDecoder(
-    object_pairs_hook=_pairs, parse_constant=_refuse_constant, parse_int=_integer
-)
+_DECODER = strict_json.Decoder(max_digits=len(str(I64_MAX)))
 
 
 def _shown(value: object) -> str:
@@ -75,11 +56,17 @@ def _shown(value: object) -> str:
 def parse(arguments: str) -> Action:
     """`arguments` as one memory action; raises `ArgumentsError` only."""
     try:
-        value, end = _DECODER.raw_decode(arguments)
-    except RecursionError:
+        value, end = _DECODER.first(arguments)
+    except strict_json.Twice as error:
+        raise ArgumentsError(f"duplicate field {error.key!r}") from None
+    except strict_json.OutOfRange:
+        raise ArgumentsError("id is out of range (64-bit signed)") from None
+    except strict_json.TooDeep:
         raise ArgumentsError("nested too deeply") from None
-    except json.JSONDecodeError as error:
+    except strict_json.Syntax as error:
         raise ArgumentsError(f"not JSON: {error}") from None
+    except strict_json.StrictJsonError as error:  # NaN, Infinity
+        raise ArgumentsError(str(error)) from None
     if end != len(arguments):
         raise ArgumentsError(f"text after the JSON object at character {end}")
     if not isinstance(value, dict):

@@ -5,6 +5,12 @@ No I/O beyond the stream it is given. It avoids `json` itself on the success pat
 pulls in `re` and `enum`, which would double the start-up time of `read_file`): the plain
 object brokerd sends for most calls is read by hand, anything else by CPython's C scanner
 `_json`, and `json` is imported only to word an error.
+
+This is the box's one copy of a strict JSON decoder outside `bxcore.strict_json`: the toolkit
+runs alone in the sandbox, held to the standard library (tests/unit/test_imports.py), so it
+cannot import bxcore. It refuses what that one refuses (NaN, Infinity, a key twice, nesting past
+the parser, bytes that are not UTF-8), in serde's words; tests/unit/toolkit/test_input_agrees.py
+feeds both the same hostile texts and holds them to the same answers.
 """
 
 MAX_INPUT = 2 * 1024 * 1024

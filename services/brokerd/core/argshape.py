@@ -1,18 +1,21 @@
 """The strict JSON decoder behind `args.parse`: a tool's argument object, worded as serde words it.
 
-It owns the JSON-level refusals (what serde_json refuses and Python's json would let through) and
-the object's shape: exactly the fields a `ToolSpec` declares, each of its kind, errors met in
-serde's order. It never looks inside a value beyond its type. Pure: no I/O, no clock.
+The JSON-level refusals (what serde_json refuses and Python's json would let through: NaN, a
+number out of range, a lone surrogate) are `bxcore.strict_json`'s, worded as serde words them;
+this module owns the object's shape: exactly the fields a `ToolSpec` declares, each of its
+kind, errors met in serde's order. It never looks inside a value beyond its type. Pure: no
+I/O, no clock.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Sequence
 
+from bxcore import strict_json
 from bxcore.frozen import frozen
+from bxcore.strict_json import Pairs
 from bxcore.tools import Field, Kind, ToolSpec
 
 Value = str | int
@@ -24,19 +27,10 @@ I64_MAX = 2**63 - 1
 MAX_DIGITS = 309
 
 _WHITESPACE = re.compile(r"[ \t\n\r]*")  # JSON's whitespace, as Python's json skips it
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # may be a lone surrogate: look closer
-_SURROGATE = re.compile(r"[\ud800-\udfff]")  # json joins pairs, so any left is lone
 
 
 class ShapeError(Exception):
     """Why the arguments do not have the tool's shape: the text after `invalid argument shape: `."""
-
-
-@frozen
-class _Object:
-    """A JSON object as written: its pairs in document order, duplicates kept."""
-
-    pairs: list[tuple[str, object]]
 
 
 @frozen
@@ -48,12 +42,12 @@ class Decoded:
 def decode(spec: ToolSpec, text: str) -> Decoded:
     """Decode `text` into exactly `spec`'s fields, or raise `ShapeError` saying why."""
     value, end = _load(text)
-    if not isinstance(value, _Object):
+    if not isinstance(value, Pairs):
         raise ShapeError(f"invalid type: {json_kind(value)}, expected an object")
     if spec.tag is None:
-        decoded = Decoded(None, _struct(spec.fields, value.pairs))
+        decoded = Decoded(None, _struct(spec.fields, value))
     else:
-        variant, rest = _variant(spec, spec.tag, value.pairs)
+        variant, rest = _variant(spec, spec.tag, value)
         decoded = Decoded(variant, _struct(fields_of(spec, variant), rest))
     if end != len(text):  # serde_json looks for trailing text only once the value is decoded
         raise ShapeError(str(json.JSONDecodeError("Extra data", text, end)))
@@ -68,64 +62,23 @@ def fields_of(spec: ToolSpec, variant: str | None) -> tuple[Field, ...]:
     return spec.fields
 
 
-def _refuse_constant(name: str) -> object:
-    raise ShapeError(f"{name} is not a JSON value")
-
-
-def _parse_int(digits: str) -> int:
-    if len(digits.lstrip("-")) > MAX_DIGITS:
-        raise ShapeError("number out of range")
-    return int(digits)
-
-
-def _parse_float(text: str) -> float:
-    number = float(text)
-    if math.isinf(number):
-        raise ShapeError("number out of range")
-    return number
-
-
-_DECODER = json.JSONDecoder(
-    object_pairs_hook=_Object,
-    parse_constant=_refuse_constant,
-    parse_int=_parse_int,
-    parse_float=_parse_float,
-)
+_DECODER = strict_json.Decoder(pairs=True, max_digits=MAX_DIGITS, finite=True, surrogates=False)
 
 
 def _load(text: str) -> tuple[object, int]:
     """The first JSON value in `text` and where the text after it (whitespace skipped) starts."""
     try:
-        value, end = _DECODER.raw_decode(text, _skip_whitespace(text, 0))
-    except RecursionError:
+        value, end = _DECODER.first(text, _skip_whitespace(text, 0))
+    except strict_json.TooDeep:
         raise ShapeError("recursion limit exceeded") from None
-    except json.JSONDecodeError as error:
+    except strict_json.StrictJsonError as error:  # serde's words: strict_json says them alike
         raise ShapeError(str(error)) from None
-    if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(value):
-        raise ShapeError("lone surrogate in hex escape")
     return value, _skip_whitespace(text, end)
 
 
 def _skip_whitespace(text: str, at: int) -> int:
     match = _WHITESPACE.match(text, at)
     return match.end() if match else at
-
-
-def _has_lone_surrogate(value: object) -> bool:
-    """Walks every key and string without recursion: the value may be nested deep."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if _SURROGATE.search(item):
-                return True
-        elif isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, _Object):
-            for key, inner in item.pairs:
-                stack.append(key)
-                stack.append(inner)
-    return False
 
 
 def _variant(
@@ -217,7 +170,7 @@ def _unexpected(value: object) -> str:
         return f"floating point `{value!r}`"
     if isinstance(value, str):
         return f"string {json.dumps(value, ensure_ascii=False)}"
-    if isinstance(value, list):
+    if isinstance(value, list) and not isinstance(value, Pairs):
         return "sequence"
     return "map"
 

@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Literal, NamedTuple
 
+from bxcore import strict_json
 from bxcore.clock import rfc3339
 from bxcore.frozen import frozen
 from bxcore.labels import DataClass, Label
@@ -413,13 +414,17 @@ def parse_line(line: bytes) -> Record | str:
     except UnicodeDecodeError as e:
         return f"not UTF-8 (byte 0x{line[e.start]:02x} at offset {e.start})"
     try:
-        value = json.loads(text, parse_constant=_no_constant)
-    except json.JSONDecodeError as e:
-        return f"not JSON ({e.msg.removesuffix(' at')} at column {e.colno})"
-    except RecursionError:
+        value = strict_json.loads(text)
+    except strict_json.Syntax as e:
+        return f"not JSON ({e.error.msg.removesuffix(' at')} at column {e.error.colno})"
+    except strict_json.TooDeep:
         return "not JSON (nested too deeply)"
-    except ValueError as e:  # a number too long, NaN
-        return f"not JSON ({str(e).splitlines()[0][:60]})"
+    except strict_json.NotAValue as e:
+        return f"not JSON ({e.name} is not allowed)"
+    except strict_json.Twice:  # never the canonical form, which gives each key once
+        return "not in canonical form"
+    except strict_json.StrictJsonError as e:  # a number too long
+        return f"not JSON ({str(e)[:60]})"
     if not isinstance(value, dict):
         return f"not a JSON object (a JSON {_JSON_NAMES.get(type(value), 'value')})"
     if list(value)[:4] != list(_HEADER):
@@ -440,7 +445,3 @@ def parse_line(line: bytes) -> Record | str:
 
 _JSON_NAMES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}
 _JSON_NAMES[type(None)] = "null"
-
-
-def _no_constant(name: str) -> object:
-    raise ValueError(f"{name} is not allowed")

@@ -19,7 +19,7 @@ import psutil  # type: ignore[import-untyped, unused-ignore]  # no stubs install
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from bxcore import matrix_report, mcp_state
+from bxcore import matrix_report, mcp_state, strict_json
 from bxcore.client import AskFailed, Client, WrongAnswer
 from bxcore.client import Request as Message
 from bxcore.home.layout import Home
@@ -118,8 +118,8 @@ async def body(request: Request, allowed: dict[str, type | tuple[type, ...]]) ->
     if len(data) > MAX_BODY:
         raise Refused(413, f"the body is larger than {MAX_BODY} bytes")
     try:
-        parsed = json.loads(data)
-    except (ValueError, RecursionError):
+        parsed = strict_json.loads(data)
+    except strict_json.StrictJsonError:
         raise Refused(400, "the body is not JSON") from None
     if not isinstance(parsed, dict):
         raise Refused(400, "the body must be a JSON object")
