@@ -72,9 +72,15 @@ def phone(browser: Browser, phone_console: Console) -> Iterator[Page]:
 
 
 def inside(page: Page, locator: Locator, what: str) -> None:
-    """`locator` is drawn whole within the viewport's width."""
+    """`locator` is drawn whole within the viewport's width. A list that live events redraw
+    may replace the element between the two looks: it is looked at again, for up to 5 s."""
     expect(locator).to_be_visible()
     box = locator.bounding_box()
+    for _ in range(50):
+        if box is not None:
+            break
+        page.wait_for_timeout(100)
+        box = locator.bounding_box()
     assert box is not None, what
     assert box["x"] >= 0 and box["x"] + box["width"] <= WIDTH + 0.5, f"{what} at {box}"
 
