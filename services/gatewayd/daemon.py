@@ -13,7 +13,7 @@ import functools
 import logging
 import os
 import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import zmq
@@ -33,8 +33,10 @@ from services.gatewayd.console.feed import Feed
 from services.gatewayd.console.login_routes import LoginRoutes
 from services.gatewayd.gateway import Gateway
 from services.gatewayd.heads import HeadKeeper
-from services.gatewayd.matrix.channel import Channel
 from services.gatewayd.streams import follow
+
+if TYPE_CHECKING:
+    from services.gatewayd.matrix.channel import Channel
 
 log = logging.getLogger("gatewayd")
 
@@ -96,6 +98,10 @@ async def serve(ctx: Context) -> None:
             channel = None
             matrix = ctx.config.matrix
             if matrix is not None:  # the phone (§21): its own clients, so nothing waits on it
+                # matrix-nio (with aiohttp and vodozemac) is a third of gatewayd's start and
+                # 30 MB of its memory: only a box with a [matrix] table pays for it
+                from services.gatewayd.matrix.channel import Channel
+
                 token = os.environ.get(matrix.token_env) or None
                 channel = Channel(matrix, ctx.home, gateway, loop_q, admin_q, supervisor, token)
             log.info("serving: %r, %r, %r, %r", router, gateway, feed, channel)
