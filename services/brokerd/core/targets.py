@@ -108,7 +108,7 @@ def check(
         leaves = _leaves(f"/{_escape(name)}", value, properties.get(name))
         if role is Role.CONTENT:  # only where it sends its reader, or their money
             for at, leaf in leaves:
-                for inside in in_content(leaf) if isinstance(leaf, str) else ():
+                for inside in in_content(_text_of(leaf)):
                     found.append(Target(at, inside, OWNER if words.holds(inside) else UNKNOWN))
             continue
         for at, leaf in leaves:
@@ -173,6 +173,16 @@ def _leaves(at: str, value: Any, schema: Any) -> Iterator[tuple[str, str | int |
             yield from _leaves(f"{at}/{_escape(key)}", item, declared.get(key))
     elif value is not None:
         yield at, value
+
+
+def _text_of(leaf: str | int | float | bool) -> str:
+    """A content leaf as its reader sees it: a number as its digits (`4111111111111111`, an
+    integral float without its `.0`), so that a card number sent as a JSON number is seen."""
+    if isinstance(leaf, bool):
+        return ""
+    if isinstance(leaf, float) and leaf.is_integer():
+        return str(int(leaf))
+    return leaf if isinstance(leaf, str) else repr(leaf)
 
 
 def _properties(schema: Any) -> Mapping[str, Any]:

@@ -317,3 +317,47 @@ def test_a_key_the_pinned_schema_declares_is_a_field_name_not_a_target() -> None
     assert ("/attachments/0", "cc", UNKNOWN) in targets(smuggled)
     mapped = {**mail, "headers": {"Reply-To": "alice@example.com"}}
     assert ("/headers", "Reply-To", UNKNOWN) in targets(mapped)
+
+
+POST = ToolDef(
+    "post",
+    "Post a message.",
+    {
+        "type": "object",
+        "properties": {"to": {"type": "string"}, "body": {}},  # a body of any JSON value
+    },
+)
+POSTING, _ = build_catalog(
+    {"chat": Pins("chat", "t", {"post": POST}, {"post": propose(POST.input_schema)})}, {}
+)
+POST_GRANT = dataclasses.replace(mcp_grant(), tool="mcp__chat__post")
+
+
+def _posted(arguments: dict[str, object]) -> list[tuple[str, object, str]]:
+    """The targets of posting `arguments` in an untrusted session: none when it runs."""
+    decided = decide(
+        UNTRUSTED, POST_GRANT.tool, json.dumps(arguments), [POST_GRANT], mcp=POSTING, words=WORDS
+    )
+    assert isinstance(decided, Allowed | Ask)
+    return [] if isinstance(decided, Allowed) else sorted(
+        (t.at, t.value, t.origin) for t in decided.targets if not t.owner
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("body", "at", "found"),
+    [
+        (4111111111111111, "/body", "4111111111111111"),  # a JSON number, not a string
+        (4111111111111111.0, "/body", "4111111111111111"),
+        ([4111111111111111], "/body/0", "4111111111111111"),
+        ({"note": {"card": "4111 1111 1111 1111"}}, "/body/note/card", "4111 1111 1111 1111"),
+        ({"4111 1111 1111 1111": "the card"}, "/body", "4111 1111 1111 1111"),  # as a key
+        ({"text": "pay GB82\u200bWEST12345698765432"}, "/body/text", "GB82WEST12345698765432"),
+    ],
+)
+def test_an_account_anywhere_in_content_is_a_target(body: object, at: str, found: str) -> None:
+    """A card number given as a JSON number, an element of an array, a value or a key deep in
+    an object of content: each is what its reader sees, and a target the owner did not type."""
+    assert _posted({"to": "alice@example.com", "body": body}) == [(at, found, UNKNOWN)]
+    assert _posted({"to": "alice@example.com", "body": {"n": 42, "ok": True}}) == []
+
