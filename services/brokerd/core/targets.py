@@ -3,7 +3,8 @@
 `check` walks a call's arguments by their roles (`bxcore.roles`; a built-in tool's are its
 fields', an MCP tool's are pinned with it): every value under a *target* argument is a target
 (each element of an array, each leaf of an object and each of its keys), named by its JSON
-pointer (`/to`, `/recipients/1`; a key by its object's); a *code* argument is a target no
+pointer (`/to`, `/recipients/1`; a key by its object's, so an MCP argument's name the pinned
+schema does not declare is a target at the arguments' pointer, ""); a *code* argument is a target no
 words ever endorse; of *content* only what `in_content` finds is looked at (links, card
 numbers, IBANs): each is a target at its argument's pointer, since a link in a message sends
 its reader there and an account number says where money goes (issue 24: "send Alice the link
@@ -101,10 +102,14 @@ def check(
     """Every target value of the call, each with `owner` or not yet known (`unknown`): the
     shell may then say which result an unknown one first appeared in (`Target.origin`).
     `schema`, an MCP tool's pinned input schema, says which objects' keys are its own
-    property names rather than values (`_leaves`)."""
+    property names rather than values (`_leaves`), the arguments' own names too: any other
+    name is the model's key, and a target at "" (a tool whose schema leaves its arguments
+    open may take a map of addresses at the top)."""
     found: list[Target] = []
     properties = _properties(schema)
     for name, value, role in _arguments(args, roles):
+        if isinstance(args, McpArgs) and name not in properties:  # the arguments' own key
+            found.append(Target("", name, OWNER if words.holds(name) else UNKNOWN))
         leaves = _leaves(f"/{_escape(name)}", value, properties.get(name))
         if role is Role.CONTENT:  # only where it sends its reader, or their money
             for at, leaf in leaves:

@@ -361,3 +361,15 @@ def test_an_account_anywhere_in_content_is_a_target(body: object, at: str, found
     assert _posted({"to": "alice@example.com", "body": body}) == [(at, found, UNKNOWN)]
     assert _posted({"to": "alice@example.com", "body": {"n": 42, "ok": True}}) == []
 
+
+def test_an_argument_the_pinned_schema_does_not_declare_names_a_target_by_its_name() -> None:
+    """The arguments are an object too: a name the pinned schema does not list in their
+    `properties` is the model's key (a server taking a map of addresses to roles at the top
+    would grant it), so it is a target at the arguments' pointer "", whatever its value."""
+    smuggled = {
+        "to": "alice@example.com",
+        "body": "hi",
+        "mallory@evil.example": "alice@example.com",
+    }
+    assert _posted(smuggled) == [("", "mallory@evil.example", UNKNOWN)]
+    assert _posted({"to": "alice@example.com", "body": "hi", "alice@example.com": 20}) == []
