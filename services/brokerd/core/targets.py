@@ -165,11 +165,15 @@ def _leaves(at: str, value: Any, schema: Any) -> Iterator[tuple[str, str | int |
     An object's keys are values too, each named by the object's pointer: in a map such as
     `{"mallory@evil.example": "writer"}` the key is where the effect goes. Only a key that
     `schema` (the value's part of the pinned schema) lists in its `properties` is not: it is
-    the tool's own name for a field (`{"file_id": "19"}`), never the model's to choose."""
+    the tool's own name for a field (`{"file_id": "19"}`), never the model's to choose. An
+    array's element is walked with the schema that holds it: `prefixItems`' own for the first
+    ones, `items` for the rest (JSON Schema 2020-12)."""
     if isinstance(value, list):
-        items = schema.get("items") if isinstance(schema, Mapping) else None
+        holds = schema if isinstance(schema, Mapping) else {}
+        prefix, items = holds.get("prefixItems"), holds.get("items")
+        first = prefix if isinstance(prefix, list) else []
         for n, item in enumerate(value):
-            yield from _leaves(f"{at}/{n}", item, items)
+            yield from _leaves(f"{at}/{n}", item, first[n] if n < len(first) else items)
     elif isinstance(value, dict):
         declared = _properties(schema)
         for key, item in value.items():

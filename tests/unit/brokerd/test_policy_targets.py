@@ -373,3 +373,40 @@ def test_an_argument_the_pinned_schema_does_not_declare_names_a_target_by_its_na
     }
     assert _posted(smuggled) == [("", "mallory@evil.example", UNKNOWN)]
     assert _posted({"to": "alice@example.com", "body": "hi", "alice@example.com": 20}) == []
+
+
+def test_an_array_s_first_elements_are_walked_with_prefix_items_not_items() -> None:
+    """JSON Schema 2020-12: `items` holds only the elements after `prefixItems`. A key that
+    `items` declares is the tool's word in those, but in the first element, which
+    `prefixItems` leaves open, it is the model's: a target."""
+    share = ToolDef(
+        "share",
+        "Share a file.",
+        {
+            "type": "object",
+            "properties": {
+                "grants": {
+                    "type": "array",
+                    "prefixItems": [{"type": "object"}],
+                    "items": {"type": "object", "properties": {"role": {"type": "string"}}},
+                }
+            },
+        },
+    )
+    catalog, _ = build_catalog(
+        {"d": Pins("d", "t", {"share": share}, {"share": {"grants": Role.TARGET}})}, {}
+    )
+    grant = dataclasses.replace(mcp_grant(), tool="mcp__d__share")
+    words = Words(["share it as writer"])
+
+    def asked(grants: list[object]) -> list[tuple[str, object]]:
+        decided = decide(
+            UNTRUSTED, grant.tool, json.dumps({"grants": grants}), [grant], mcp=catalog,
+            words=words,
+        )  # fmt: skip
+        return [] if isinstance(decided, Allowed) else [
+            (t.at, t.value) for t in getattr(decided, "targets", ()) if not t.owner
+        ]  # fmt: skip
+
+    assert asked([{"role": "writer"}]) == [("/grants/0", "role")]
+    assert asked([{"writer": "writer"}, {"role": "writer"}]) == []
