@@ -90,8 +90,8 @@ def test_trust_shows_each_arguments_proposed_role_and_what_it_means(short_tmp: P
     assert "arguments (change a role: --role send_email.ARG=target|content|code):" in shown.stdout
     assert "    to: target (proposed): where it goes or what it affects" in shown.stdout
     assert (
-        "    body: content (proposed): what is said: only its links, card numbers and IBANs are checked"
-        in shown.stdout
+        "    body: content (proposed): what is said: only its links, card numbers and IBANs"
+        " are checked" in shown.stdout
     )
 
 
