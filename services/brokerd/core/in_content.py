@@ -14,7 +14,7 @@ as a space and any dash as `-`. Each is given as it reads there.
 
 A card number is 13 to 19 digits starting with 2 to 6 (the card networks' first digits: a
 millisecond clock's 13 digits start with 1), together or in the groups cards are printed in
-(fours with a shorter last group, Amex's 4-6-5, Diners' 4-6-4), split by white space or by a
+(fours with a last group of one to seven digits, Amex's 4-6-5, Diners' 4-6-4), split by white space or by a
 hyphen, dot, slash or underscore, that pass the Luhn check; an IBAN is two letters (both
 capitals or both small), two digits and 11 to 30 letters or digits, together or in groups of
 four with a shorter last one, split the same way, whose mod-97 check holds (ISO 13616). A
@@ -52,7 +52,7 @@ _IBAN = re.compile(
     re.ASCII,
 )
 #: The next group of a number written in groups (captured): digits, or letters and digits.
-_NEXT_DIGITS = re.compile(_SEP + _APART.format("([0-9]{1,6})"), re.ASCII)
+_NEXT_DIGITS = re.compile(_SEP + _APART.format("([0-9]{1,7})"), re.ASCII)
 _NEXT_ALNUM = re.compile(_SEP + _APART.format("([0-9A-Za-z]{1,4})"), re.ASCII)
 #: How many places a number may start at in one text before the rest is not checked: a text
 #: with more is asked about (its next such place is given as a target), never let through.

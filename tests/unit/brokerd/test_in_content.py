@@ -103,6 +103,7 @@ def test_any_valid_card_number_in_content_is_found_and_is_never_endorsed_by_a_re
         ("card 4111 1111 1111 1111 12/29", ["4111 1111 1111 1111"]),
         ("ref 2024 4111 1111 1111 1111", ["4111 1111 1111 1111"]),
         ("diners 3056 930902 5904", ["3056 930902 5904"]),
+        ("19 digits 6011 0000 0000 0000019", ["6011 0000 0000 0000019"]),
         ("on 2026-12-04, 2026-12-05 and 2026-12-06 at 10.30", []),
         ("rooms 2345 6789 and 3456", []),
         # IBANs: small letters, other separators, full-width
