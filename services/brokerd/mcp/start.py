@@ -175,7 +175,7 @@ class Launcher:
 
     def _seccomp_file(self) -> str | None:
         """`{home}/run/mcp-seccomp.bpf`: the sandbox's filter (`core.seccomp`) for
-        `mcp_launch` to hand bwrap; written once. None when there is no filter."""
+        `inside/launch.py` to hand bwrap; written once. None when there is no filter."""
         if not self._host.seccomp:
             return None
         path = self._home.run / "mcp-seccomp.bpf"
