@@ -14,14 +14,15 @@ as a space and any dash as `-`. Each is given as it reads there.
 
 A card number is 13 to 19 digits starting with 2 to 6 (the card networks' first digits: a
 millisecond clock's 13 digits start with 1), together or in the groups cards are printed in
-(fours with a last group of one to seven digits, Amex's 4-6-5, Diners' 4-6-4), split by white space or by a
-hyphen, dot, slash or underscore, that pass the Luhn check; an IBAN is two letters (both
-capitals or both small), two digits and 11 to 30 letters or digits, together or in groups of
-four with a shorter last one, split the same way, whose mod-97 check holds (ISO 13616). A
-number that fails its check is no account. Numbers beside one (an expiry, a CVV, a reference)
-are never taken for a piece of it: a number is tried from each place one may start, with the
-fewest groups after it that pass the check. A text with more than `MOST_TRIED` such places is
-not checked past them: its next place is a target as it is, so a flood of numbers asks.
+(fours with a last group of one to seven digits, Amex's 4-6-5, Diners' 4-6-4), split by
+white space or by a hyphen, dot, slash or underscore, that pass the Luhn check; an IBAN is
+two letters (both capitals or both small), two digits and 11 to 30 letters or digits,
+together or in groups of four with a shorter last one, split the same way, whose mod-97
+check holds (ISO 13616). A number that fails its check is no account. Numbers beside one
+(an expiry, a CVV, a reference) are never taken for a piece of it: a number is tried from
+each place one may start, with the fewest groups after it that pass the check. A text with
+more than `MOST_TRIED` such places is not checked past them: its next place is a target as
+it is, so a flood of numbers asks.
 
 Pure: no I/O, no clock.
 """
