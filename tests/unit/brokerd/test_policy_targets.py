@@ -410,3 +410,38 @@ def test_an_array_s_first_elements_are_walked_with_prefix_items_not_items() -> N
 
     assert asked([{"role": "writer"}]) == [("/grants/0", "role")]
     assert asked([{"writer": "writer"}, {"role": "writer"}]) == []
+
+
+def test_only_that_very_object_s_properties_exempt_a_key() -> None:
+    """A key is the tool's word only where the pinned schema lists it in that object's own
+    `properties`: not where another level declares it, nor where `patternProperties`,
+    `additionalProperties`, `$ref` or `allOf` admit it (fail closed: a target)."""
+    field = {"type": "object", "properties": {"file_id": {"type": "string"}}}
+    schema = {
+        "type": "object",
+        "$defs": {"field": field},
+        "properties": {
+            "files": {"type": "array", "items": field},
+            "meta": {"type": "object", "additionalProperties": {"type": "string"}},
+            "pattern": {"type": "object", "patternProperties": {"^file_id$": {}}},
+            "ref": {"$ref": "#/$defs/field"},
+            "all": {"allOf": [field]},
+        },
+    }
+    tool = ToolDef("put", "Put files.", schema)
+    roles = dict.fromkeys(schema["properties"], Role.TARGET)
+    catalog, _ = build_catalog({"f": Pins("f", "t", {"put": tool}, {"put": roles})}, {})
+    grant = dataclasses.replace(mcp_grant(), tool="mcp__f__put")
+    words = Words(["put file 19"])
+
+    def keys_asked(arguments: dict[str, object]) -> list[tuple[str, object]]:
+        decided = decide(
+            UNTRUSTED, grant.tool, json.dumps(arguments), [grant], mcp=catalog, words=words
+        )
+        return [] if isinstance(decided, Allowed) else [
+            (t.at, t.value) for t in getattr(decided, "targets", ()) if not t.owner
+        ]  # fmt: skip
+
+    assert keys_asked({"files": [{"file_id": "19"}]}) == []
+    for name in ("meta", "pattern", "ref", "all"):
+        assert keys_asked({name: {"file_id": "19"}}) == [(f"/{name}", "file_id")], name
