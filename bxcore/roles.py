@@ -1,7 +1,8 @@
 """What each argument of a consequential tool is (SPEC §20): a *target* (where data, money or
 an effect goes, or what is affected), *content* (what is said), or *code* (what runs). brokerd
 lets an untrusted session's call run without asking only when every target value is one the
-owner gave; content is never looked at; code is never taken as the owner's.
+owner gave; of content only the links, card numbers and IBANs in it are looked at
+(`services.brokerd.core.in_content`), each a target; code is never taken as the owner's.
 
 The built-in tools' roles are in `bxcore.tools`. For an MCP tool, `propose` reads the pinned
 inputSchema (names, `format`, descriptions) and proposes a role for each argument; the owner
@@ -26,7 +27,7 @@ class Role(enum.StrEnum):
 #: What each role means, in the owner's words (`bxctl mcp trust`, `mcp show`, the console).
 MEANING = {
     Role.TARGET: "where it goes or what it affects: runs unasked only when you gave the value",
-    Role.CONTENT: "what is said: never checked",
+    Role.CONTENT: "what is said: only its links, card numbers and IBANs are checked",
     Role.CODE: "what runs: never taken as yours, so an untrusted session always asks",
 }
 

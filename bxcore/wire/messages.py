@@ -3,7 +3,7 @@
 Each top-level message has `TYPE`, its `"type"` on the wire; a variant of a union has `TAG`.
 Fields are declared in wire order. The annotations are the whole contract: `bxcore.wire.schema`
 reads them to decode strictly and encode canonically. Pure: no I/O. The vocabulary is written
-one module a socket (`messages_common`, `_broker`, `_admin`, `_loop` and `_supervisor`), and
+one module a socket (`common`, `broker`, `admin`, `loop` and `supervisor`), and
 all of it is here: `bxcore.wire.codec` knows every type from this one place, and every other module
 imports a message from here, whatever its socket.
 """

@@ -111,17 +111,20 @@ def test_bxcore_imports_no_service_and_no_bxctl(source: Path) -> None:
         assert top(name) not in ("services", "bxctl"), f"{source.relative_to(ROOT)} imports {name}"
 
 
-#: brokerd's programs that run inside an MCP server's sandbox, alone, as the toolkit does: with
-#: `python -I -S` and nothing of the box's but themselves (issue 25).
-INSIDE_THE_SANDBOX = ("bridge.py", "launch.py")
+#: brokerd's programs an MCP server's start runs alone, as the toolkit runs: with `python -I -S`
+#: and nothing of the box's but themselves (issue 25), every module of the folder.
+INSIDE = modules("services/brokerd/mcp/inside")
 
 
-@pytest.mark.parametrize("name", INSIDE_THE_SANDBOX)
-def test_the_programs_run_inside_the_sandbox_import_only_the_standard_library(name: str) -> None:
-    source = ROOT / "services" / "brokerd" / "mcp" / "inside" / name
+def test_the_programs_run_alone_are_there_to_be_checked() -> None:
+    assert {p.name for p in INSIDE} >= {"bridge.py", "launch.py"}
+
+
+@pytest.mark.parametrize("source", INSIDE, ids=lambda p: p.name)
+def test_the_programs_run_alone_import_only_the_standard_library(source: Path) -> None:
     for imported_name in imported(source):
         assert top(imported_name) in STDLIB or imported_name == "__future__", (
-            f"mcp/inside/{name} imports {imported_name}: it runs alone in the sandbox"
+            f"mcp/inside/{source.name} imports {imported_name}: it runs alone"
         )
 
 

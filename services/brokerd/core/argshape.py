@@ -1,4 +1,4 @@
-"""The strict JSON decoder behind `args.parse`: a tool's argument object, worded as serde words it.
+"""A tool's argument object for `args.parse`: a `ToolSpec`'s fields, refused as serde words it.
 
 The JSON-level refusals (what serde_json refuses and Python's json would let through: NaN, a
 number out of range, a lone surrogate) are `bxcore.strict_json`'s, worded as serde words them;

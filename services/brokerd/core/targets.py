@@ -3,7 +3,8 @@
 `check` walks a call's arguments by their roles (`bxcore.roles`; a built-in tool's are its
 fields', an MCP tool's are pinned with it): every value under a *target* argument is a target
 (each element of an array, each leaf of an object and each of its keys), named by its JSON
-pointer (`/to`, `/recipients/1`; a key by its object's); a *code* argument is a target no
+pointer (`/to`, `/recipients/1`; a key by its object's, so an MCP argument's name the pinned
+schema does not declare is a target at the arguments' pointer, ""); a *code* argument is a target no
 words ever endorse; of *content* only what `in_content` finds is looked at (links, card
 numbers, IBANs): each is a target at its argument's pointer, since a link in a message sends
 its reader there and an account number says where money goes (issue 24: "send Alice the link
@@ -101,14 +102,18 @@ def check(
     """Every target value of the call, each with `owner` or not yet known (`unknown`): the
     shell may then say which result an unknown one first appeared in (`Target.origin`).
     `schema`, an MCP tool's pinned input schema, says which objects' keys are its own
-    property names rather than values (`_leaves`)."""
+    property names rather than values (`_leaves`), the arguments' own names too: any other
+    name is the model's key, and a target at "" (a tool whose schema leaves its arguments
+    open may take a map of addresses at the top)."""
     found: list[Target] = []
     properties = _properties(schema)
     for name, value, role in _arguments(args, roles):
+        if isinstance(args, McpArgs) and name not in properties:  # the arguments' own key
+            found.append(Target("", name, OWNER if words.holds(name) else UNKNOWN))
         leaves = _leaves(f"/{_escape(name)}", value, properties.get(name))
         if role is Role.CONTENT:  # only where it sends its reader, or their money
             for at, leaf in leaves:
-                for inside in in_content(leaf) if isinstance(leaf, str) else ():
+                for inside in in_content(_text_of(leaf)):
                     found.append(Target(at, inside, OWNER if words.holds(inside) else UNKNOWN))
             continue
         for at, leaf in leaves:
@@ -160,11 +165,15 @@ def _leaves(at: str, value: Any, schema: Any) -> Iterator[tuple[str, str | int |
     An object's keys are values too, each named by the object's pointer: in a map such as
     `{"mallory@evil.example": "writer"}` the key is where the effect goes. Only a key that
     `schema` (the value's part of the pinned schema) lists in its `properties` is not: it is
-    the tool's own name for a field (`{"file_id": "19"}`), never the model's to choose."""
+    the tool's own name for a field (`{"file_id": "19"}`), never the model's to choose. An
+    array's element is walked with the schema that holds it: `prefixItems`' own for the first
+    ones, `items` for the rest (JSON Schema 2020-12)."""
     if isinstance(value, list):
-        items = schema.get("items") if isinstance(schema, Mapping) else None
+        holds = schema if isinstance(schema, Mapping) else {}
+        prefix, items = holds.get("prefixItems"), holds.get("items")
+        first = prefix if isinstance(prefix, list) else []
         for n, item in enumerate(value):
-            yield from _leaves(f"{at}/{n}", item, items)
+            yield from _leaves(f"{at}/{n}", item, first[n] if n < len(first) else items)
     elif isinstance(value, dict):
         declared = _properties(schema)
         for key, item in value.items():
@@ -173,6 +182,16 @@ def _leaves(at: str, value: Any, schema: Any) -> Iterator[tuple[str, str | int |
             yield from _leaves(f"{at}/{_escape(key)}", item, declared.get(key))
     elif value is not None:
         yield at, value
+
+
+def _text_of(leaf: str | int | float | bool) -> str:
+    """A content leaf as its reader sees it: a number as its digits (`4111111111111111`, an
+    integral float without its `.0`), so that a card number sent as a JSON number is seen."""
+    if isinstance(leaf, bool):
+        return ""
+    if isinstance(leaf, float) and leaf.is_integer():
+        return str(int(leaf))
+    return leaf if isinstance(leaf, str) else repr(leaf)
 
 
 def _properties(schema: Any) -> Mapping[str, Any]:

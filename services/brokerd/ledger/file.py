@@ -1,6 +1,6 @@
 """The audit ledger's file (SPEC §7, I1, I8): `{home}/audit/ledger.jsonl`, append-only, with
-brokerd's own durable head (`ledger_head`) and its index of calls beside it. Opening it and
-what a start decides are `ledger_start`'s, reading records back `ledger_scan`'s; this module
+brokerd's own durable head (`head`) and its index of calls beside it. Opening it and
+what a start decides are `start`'s, reading records back `scan`'s; this module
 holds its state, appends, and answers from its index.
 
 The only writer of `{home}/audit/`; the I/O shell around the pure `records`. It never returns
@@ -389,7 +389,7 @@ class Ledger:
         self._write_mark(Mark(self._head, self._size))
 
     def _write_mark(self, mark: Mark) -> None:
-        """head.json (`ledger_head`), only after the ledger's fsync."""
+        """head.json (`head`), only after the ledger's fsync."""
         write_confirmed(self.path.with_name(HEAD_FILE), mark)
         self._written = mark
 
@@ -539,7 +539,7 @@ class Ledger:
 
     def tail(self, n: int, session: str | None = None) -> list[Record]:
         """The last `n` records, oldest first; with `session`, only that session's
-        (`ledger_scan.tail`)."""
+        (`scan.tail`)."""
         with self._lock:
             size = self._size
         return tail(self.path, size, n, session, self.approval)

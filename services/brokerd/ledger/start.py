@@ -2,7 +2,7 @@
 start decides from the files: `Loaded` or `Broken` (why, and the head the file fell short of).
 
 Start does not grow with the ledger (issue 10): only the records after the index's mark are
-read. A ledger that ends before the head brokerd confirmed (`ledger_head`) or the owner's side
+read. A ledger that ends before the head brokerd confirmed (`head`) or the owner's side
 saw (the witness), or no longer holds it, was cut or rolled back: `Broken`. Never writes or
 cuts the ledger (`Ledger` applies what is decided), never trusts a head it cannot read.
 """

@@ -1,5 +1,5 @@
 """The whole ledger checked fast, for `bxctl audit verify` (SPEC §7, issue 10): a million
-records in seconds, with the very reports of the full walk (`ledger_scan.scan`).
+records in seconds, with the very reports of the full walk (`scan.scan`).
 
 Reads only. The file is read in large blocks, and each line's link is checked from its
 canonical prefix alone, as bytes: `{"seq":N,"at":"<24>","prev":"<64 hex>","kind":"`, N the

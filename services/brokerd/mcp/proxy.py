@@ -1,5 +1,5 @@
 """The egress of an MCP server with `hosts` (SPEC §18.1, §8.2): a CONNECT proxy on a Unix
-socket, bound into that server's sandbox (where `mcp_bridge` offers it on loopback as
+socket, bound into that server's sandbox (where `inside/bridge.py` offers it on loopback as
 HTTPS_PROXY), that opens tunnels to port 443 of exactly the entry's hosts, resolved here with
 the DNS-rebinding guard of the fetch proxy. TLS runs end to end through it.
 

@@ -4,7 +4,7 @@ content as JSON text when there is no text, other content described, never shown
 shape of a built-in tool's failure (`read_file: /x: no such file`): the tool's name, then why
 (`error_text`).
 
-Pure: the result object a server answered (`mcp_wire`) in, an `Outcome` out.
+Pure: the result object a server answered (`wire`) in, an `Outcome` out.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The MCP servers of `[[mcp]]` (SPEC §18.2, §18.3, §18.6): started in their sandbox, started
-and listed with the `mcp` SDK's client (how: `mcp_start`) and called with brokerd's own
-JSON-RPC (`mcp_stdio`), one process a session (or one shared), stopped when idle, started
+and listed with the `mcp` SDK's client (how: `start`) and called with brokerd's own
+JSON-RPC (`stdio`), one process a session (or one shared), stopped when idle, started
 again after a crash or when its output ends; their listings compared with the owner's pins.
 
 It decides nothing: a call reaches `call` only once it was allowed and recorded. It owns the

@@ -2,7 +2,7 @@
 entry with the §8.2 profile — fresh namespaces, no network, no capability, the system folders
 read-only — plus exactly the entry's `paths` (read-write) and `ro_paths` (read-only), and the
 installation the server's program lives in (read-only). With `hosts`, its proxy's socket and
-`mcp_bridge` too, which offers that socket on the sandbox's loopback as HTTPS_PROXY.
+`inside/bridge.py` too, which offers that socket on the sandbox's loopback as HTTPS_PROXY.
 
 Pure: `command` builds the argument vector from the entry, the host and the program's place,
 found by the shell (`program_root`). The server's standard input and output are the MCP pipe.
@@ -78,7 +78,7 @@ def command(
     binds.sort(key=lambda item: 0 if item[0] == "/" else item[0].count("/"))
     argv = [host.name or host.bwrap, "--unshare-all", "--unshare-user"]
     if host.drop_to is not None:
-        # brokerd is root: `mcp_launch` maps root and the tool user (bwrap alone would map the
+        # brokerd is root: `inside/launch.py` maps root and the tool user (bwrap alone would map the
         # sandbox to host root, whatever --uid says); the bridge seals user namespaces (what
         # --disable-userns does, which a caller-written map excludes) and becomes that user.
         argv += ["--cap-drop", "ALL", *(f for cap in BECOME_CAPS for f in ("--cap-add", cap))]
@@ -105,7 +105,7 @@ def command(
 
 
 def launched(host: Host, argv: list[str], seccomp: str | None) -> list[str]:
-    """`argv` (bwrap first) started through `mcp_launch`, which hands bwrap the filter file
+    """`argv` (bwrap first) started through `inside/launch.py`, which hands bwrap the filter file
     `seccomp` (when there is one) and, when brokerd is root, writes the user namespace's map.
     Unchanged when there is neither."""
     launch = [host.python, "-I", "-S", LAUNCH]

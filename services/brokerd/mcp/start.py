@@ -3,7 +3,7 @@ an `[[mcp]]` entry, in its sandbox unless brokerd runs unconfined (`Launcher`); 
 and `tools/list` through the `mcp` SDK's ClientSession, and its pipe handed over for brokerd's
 own calls (`speak`); and the `Instance` that holds it all while the process lives.
 
-`mcp_runner` says when a process starts and stops, and for whom; here is only how, and where
+`runner` says when a process starts and stops, and for whom; here is only how, and where
 its standard error goes (`open_log`: 0600, as every log of the home).
 """
 
@@ -175,7 +175,7 @@ class Launcher:
 
     def _seccomp_file(self) -> str | None:
         """`{home}/run/mcp-seccomp.bpf`: the sandbox's filter (`core.seccomp`) for
-        `mcp_launch` to hand bwrap; written once. None when there is no filter."""
+        `inside/launch.py` to hand bwrap; written once. None when there is no filter."""
         if not self._host.seccomp:
             return None
         path = self._home.run / "mcp-seccomp.bpf"
@@ -193,7 +193,7 @@ async def speak(
     task_status: anyio.abc.TaskStatus[None],
 ) -> None:
     """The server started and listed through the SDK's ClientSession; then its calls are
-    brokerd's own JSON-RPC (`mcp_stdio`) until it is stopped or its output ends."""
+    brokerd's own JSON-RPC (`stdio`) until it is stopped or its output ends."""
     from mcp import ClientSession
 
     start_s = instance.server.start_s

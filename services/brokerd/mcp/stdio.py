@@ -6,7 +6,7 @@ While the server starts, the `mcp` SDK's ClientSession speaks through `for_sdk()
 handshake and `tools/list`, once a process); after that brokerd speaks `tools/call` itself
 (`call`): its line is written at once, and the answer is taken by a callback on the pipe
 (`bxcore.aio`), with no task, stream or model between (docs/performance.md says what that
-saved). Every line the server writes then is parsed strictly (`mcp_wire`): one that is not a
+saved). Every line the server writes then is parsed strictly (`wire`): one that is not a
 message brokerd takes ends the server and fails the calls in flight.
 """
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from bxcore import strict_json
 
-#: The longest line a server may write: a result cut at 1 MiB of text (`mcp_result`) may be
+#: The longest line a server may write: a result cut at 1 MiB of text (`result`) may be
 #: six times that escaped, and twice over with its structured copy; past it, the server ends.
 MAX_LINE = 16 * 1024 * 1024
 METHOD_NOT_FOUND = -32601

@@ -317,3 +317,131 @@ def test_a_key_the_pinned_schema_declares_is_a_field_name_not_a_target() -> None
     assert ("/attachments/0", "cc", UNKNOWN) in targets(smuggled)
     mapped = {**mail, "headers": {"Reply-To": "alice@example.com"}}
     assert ("/headers", "Reply-To", UNKNOWN) in targets(mapped)
+
+
+POST = ToolDef(
+    "post",
+    "Post a message.",
+    {
+        "type": "object",
+        "properties": {"to": {"type": "string"}, "body": {}},  # a body of any JSON value
+    },
+)
+POSTING, _ = build_catalog(
+    {"chat": Pins("chat", "t", {"post": POST}, {"post": propose(POST.input_schema)})}, {}
+)
+POST_GRANT = dataclasses.replace(mcp_grant(), tool="mcp__chat__post")
+
+
+def _posted(arguments: dict[str, object]) -> list[tuple[str, object, str]]:
+    """The targets of posting `arguments` in an untrusted session: none when it runs."""
+    decided = decide(
+        UNTRUSTED, POST_GRANT.tool, json.dumps(arguments), [POST_GRANT], mcp=POSTING, words=WORDS
+    )
+    assert isinstance(decided, Allowed | Ask)
+    return [] if isinstance(decided, Allowed) else sorted(
+        (t.at, t.value, t.origin) for t in decided.targets if not t.owner
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("body", "at", "found"),
+    [
+        (4111111111111111, "/body", "4111111111111111"),  # a JSON number, not a string
+        (4111111111111111.0, "/body", "4111111111111111"),
+        ([4111111111111111], "/body/0", "4111111111111111"),
+        ({"note": {"card": "4111 1111 1111 1111"}}, "/body/note/card", "4111 1111 1111 1111"),
+        ({"4111 1111 1111 1111": "the card"}, "/body", "4111 1111 1111 1111"),  # as a key
+        ({"text": "pay GB82\u200bWEST12345698765432"}, "/body/text", "GB82WEST12345698765432"),
+    ],
+)
+def test_an_account_anywhere_in_content_is_a_target(body: object, at: str, found: str) -> None:
+    """A card number given as a JSON number, an element of an array, a value or a key deep in
+    an object of content: each is what its reader sees, and a target the owner did not type."""
+    assert _posted({"to": "alice@example.com", "body": body}) == [(at, found, UNKNOWN)]
+    assert _posted({"to": "alice@example.com", "body": {"n": 42, "ok": True}}) == []
+
+
+def test_an_argument_the_pinned_schema_does_not_declare_names_a_target_by_its_name() -> None:
+    """The arguments are an object too: a name the pinned schema does not list in their
+    `properties` is the model's key (a server taking a map of addresses to roles at the top
+    would grant it), so it is a target at the arguments' pointer "", whatever its value."""
+    smuggled = {
+        "to": "alice@example.com",
+        "body": "hi",
+        "mallory@evil.example": "alice@example.com",
+    }
+    assert _posted(smuggled) == [("", "mallory@evil.example", UNKNOWN)]
+    assert _posted({"to": "alice@example.com", "body": "hi", "alice@example.com": 20}) == []
+
+
+def test_an_array_s_first_elements_are_walked_with_prefix_items_not_items() -> None:
+    """JSON Schema 2020-12: `items` holds only the elements after `prefixItems`. A key that
+    `items` declares is the tool's word in those, but in the first element, which
+    `prefixItems` leaves open, it is the model's: a target."""
+    share = ToolDef(
+        "share",
+        "Share a file.",
+        {
+            "type": "object",
+            "properties": {
+                "grants": {
+                    "type": "array",
+                    "prefixItems": [{"type": "object"}],
+                    "items": {"type": "object", "properties": {"role": {"type": "string"}}},
+                }
+            },
+        },
+    )
+    catalog, _ = build_catalog(
+        {"d": Pins("d", "t", {"share": share}, {"share": {"grants": Role.TARGET}})}, {}
+    )
+    grant = dataclasses.replace(mcp_grant(), tool="mcp__d__share")
+    words = Words(["share it as writer"])
+
+    def asked(grants: list[object]) -> list[tuple[str, object]]:
+        decided = decide(
+            UNTRUSTED, grant.tool, json.dumps({"grants": grants}), [grant], mcp=catalog,
+            words=words,
+        )  # fmt: skip
+        return [] if isinstance(decided, Allowed) else [
+            (t.at, t.value) for t in getattr(decided, "targets", ()) if not t.owner
+        ]  # fmt: skip
+
+    assert asked([{"role": "writer"}]) == [("/grants/0", "role")]
+    assert asked([{"writer": "writer"}, {"role": "writer"}]) == []
+
+
+def test_only_that_very_object_s_properties_exempt_a_key() -> None:
+    """A key is the tool's word only where the pinned schema lists it in that object's own
+    `properties`: not where another level declares it, nor where `patternProperties`,
+    `additionalProperties`, `$ref` or `allOf` admit it (fail closed: a target)."""
+    field = {"type": "object", "properties": {"file_id": {"type": "string"}}}
+    schema = {
+        "type": "object",
+        "$defs": {"field": field},
+        "properties": {
+            "files": {"type": "array", "items": field},
+            "meta": {"type": "object", "additionalProperties": {"type": "string"}},
+            "pattern": {"type": "object", "patternProperties": {"^file_id$": {}}},
+            "ref": {"$ref": "#/$defs/field"},
+            "all": {"allOf": [field]},
+        },
+    }
+    tool = ToolDef("put", "Put files.", schema)
+    roles = dict.fromkeys(schema["properties"], Role.TARGET)
+    catalog, _ = build_catalog({"f": Pins("f", "t", {"put": tool}, {"put": roles})}, {})
+    grant = dataclasses.replace(mcp_grant(), tool="mcp__f__put")
+    words = Words(["put file 19"])
+
+    def keys_asked(arguments: dict[str, object]) -> list[tuple[str, object]]:
+        decided = decide(
+            UNTRUSTED, grant.tool, json.dumps(arguments), [grant], mcp=catalog, words=words
+        )
+        return [] if isinstance(decided, Allowed) else [
+            (t.at, t.value) for t in getattr(decided, "targets", ()) if not t.owner
+        ]  # fmt: skip
+
+    assert keys_asked({"files": [{"file_id": "19"}]}) == []
+    for name in ("meta", "pattern", "ref", "all"):
+        assert keys_asked({name: {"file_id": "19"}}) == [(f"/{name}", "file_id")], name

@@ -88,7 +88,10 @@ def test_the_json_names_each_role_with_its_meaning() -> None:
     shown = plan_json(plan(None, (SEND,))[0])
     assert shown["state"] == "new" and shown["sha256"] == SEND.sha256
     assert shown["roles"][1]["role"] == "content"
-    assert shown["roles"][1]["meaning"] == "what is said: never checked"
+    assert (
+        shown["roles"][1]["meaning"]
+        == "what is said: only its links, card numbers and IBANs are checked"
+    )
 
 
 def test_a_role_option_names_a_tool_an_argument_and_a_role() -> None:

@@ -89,7 +89,10 @@ def test_trust_shows_each_arguments_proposed_role_and_what_it_means(short_tmp: P
     assert shown.returncode == 1
     assert "arguments (change a role: --role send_email.ARG=target|content|code):" in shown.stdout
     assert "    to: target (proposed): where it goes or what it affects" in shown.stdout
-    assert "    body: content (proposed): what is said: never checked" in shown.stdout
+    assert (
+        "    body: content (proposed): what is said: only its links, card numbers and IBANs"
+        " are checked" in shown.stdout
+    )
 
 
 def test_trust_with_a_role_pins_it_and_a_retrust_keeps_it(short_tmp: Path) -> None:
@@ -127,7 +130,7 @@ def test_a_changed_role_shows_the_tool_changed_and_pins_nothing_without_a_yes(
     assert tool["roles"][0] == {
         "argument": "to",
         "role": "content",
-        "meaning": "what is said: never checked",
+        "meaning": "what is said: only its links, card numbers and IBANs are checked",
         "source": "yours",
         "was": "target",
     }

@@ -1,3 +1,5 @@
-"""Programs run alone inside an MCP server's sandbox with `python -I -S`: `bridge` (the tool
-user, and the proxy on loopback) and `launch` (what bwrap is handed). Standard library only;
-never imported by brokerd, only bound into the sandbox and run."""
+"""The programs an MCP server's start runs alone, with `python -I -S` and nothing of the box's:
+`launch`, just outside the sandbox (it starts bwrap, handing it the seccomp filter's
+descriptor and writing the user namespace's map), and `bridge`, first inside it (the tool
+user, and the proxy on loopback). Standard library only; never imported by brokerd, only run
+(`bridge` bound into the sandbox)."""

@@ -1,7 +1,7 @@
 """Run first inside an MCP server's sandbox (SPEC §18.1, §18.2), then the server:
-`python -I -S mcp_bridge.py [--user UID:GID] [--proxy SOCKET PORT] -- PROGRAM ARG...`.
+`python -I -S bridge.py [--user UID:GID] [--proxy SOCKET PORT] -- PROGRAM ARG...`.
 
-- `--user` (brokerd is root; `mcp_launch` mapped root and the tool user): forbid new user
+- `--user` (brokerd is root; `launch` mapped root and the tool user): forbid new user
   namespaces in this one (what `bwrap --disable-userns` does), drop every supplementary group
   and become the tool user, which clears every capability. The server never runs as root.
 - `--proxy` (the entry has `hosts`): offer the proxy's Unix socket on the sandbox's loopback

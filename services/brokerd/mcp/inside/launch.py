@@ -1,6 +1,7 @@
 """Run by brokerd outside an MCP server's sandbox (SPEC §18.2), to start bwrap with what the
 SDK's stdio client cannot hand it, descriptors:
-`python -I -S mcp_launch.py [--map UID GID] [--seccomp FILE] -- BWRAP ARG...`.
+`python -I -S launch.py [--map UID GID] [--seccomp FILE] -- BWRAP ARG...` (its lines still say
+`mcp_launch`, its name before issue 25).
 
 `--seccomp`: the sandbox's filter (`core.seccomp`, the toolkit's), given to bwrap's
 `--seccomp FD`. `--map` (brokerd is root): so that the server can really become the tool user.
@@ -8,7 +9,7 @@ SDK's stdio client cannot hand it, descriptors:
 bwrap run by root maps the sandbox's uid to root's, whatever `--uid` says; so this launcher
 has bwrap wait once it made the user namespace (`--userns-block-fd`), writes the namespace's
 map itself (root, for bwrap to build the sandbox, and the tool user, each to itself: as
-`courier._map_user`), lets bwrap go on, and ends with it; `mcp_bridge --user` then becomes
+`courier._map_user`), lets bwrap go on, and ends with it; `bridge --user` then becomes
 the tool user inside. Standard library
 only; the MCP pipe (standard input and output) passes through untouched. It dies with
 brokerd (PR_SET_PDEATHSIG), and bwrap's `--die-with-parent` takes the server with it.
