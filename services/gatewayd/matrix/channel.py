@@ -24,6 +24,7 @@ from bxcore.home.layout import Home
 from bxcore.ids import parent_of_sub
 from bxcore.matrix_report import Report
 from bxcore.visible import visible
+from bxcore.wire.common import A, Asks
 from bxcore.wire.messages import (
     ApprovalInfo,
     ApprovalRequested,
@@ -212,31 +213,20 @@ class Channel:
 
     async def _status(self) -> str:
         lines = []
-        try:
-            report: SupervisorReport | Error | None = await self._supervisor.ask(
-                SupervisorStatus(_rid())
-            )
-        except AskFailed:
-            report = None
+        report = await _asked(self._supervisor, SupervisorStatus(_rid()))
         if isinstance(report, SupervisorReport):
             states = ", ".join(f"{s.name} {s.state.value}" for s in report.services)
             lines.append(f"services: {states}")
         else:
             lines.append("services: the supervisor does not answer")
-        try:
-            ledger: LedgerStatus | Error | None = await self._admin.ask(LedgerQuery(_rid()))
-        except AskFailed:
-            ledger = None
+        ledger = await _asked(self._admin, LedgerQuery(_rid()))
         if isinstance(ledger, LedgerStatus):
             problem = f" ({visible(ledger.problem)})" if ledger.problem else ""
             lines.append(f"ledger: {ledger.state.value}, {ledger.seq} records{problem}")
         else:
             lines.append("ledger: brokerd does not answer")
         lines.append(f"pending approvals: {len(self._gateway.pending)}")
-        try:
-            tokens: Tokens | Error | None = await self._loop.ask(TokensQuery(_rid()))
-        except AskFailed:
-            tokens = None
+        tokens = await _asked(self._loop, TokensQuery(_rid()))
         if isinstance(tokens, Tokens):
             cap = f" of {tokens.max_per_day}" if tokens.max_per_day else ""
             lines.append(f"tokens today: {tokens.tokens}{cap}")
@@ -335,3 +325,11 @@ class Channel:
 
 def _rid() -> str:
     return f"m-{secrets.token_hex(8)}"
+
+
+async def _asked(client: Client, request: Asks[A]) -> A | Error | None:
+    """`client`'s answer to `request`; None when the daemon cannot be asked (for `status`)."""
+    try:
+        return await client.ask(request)
+    except AskFailed:
+        return None
