@@ -29,7 +29,14 @@ from tests.fakes.mcp_servers import INJECTED
 from tests.fakes.model_server import Answer
 from tests.support.brokerd import args, ledger_records, write_grant
 from tests.support.daemons import tool_owned
-from tests.support.e2e import UpBox, box_up, decisions, label_of, results_read
+from tests.support.e2e import (
+    UpBox,
+    box_up,
+    decision_records,
+    decisions,
+    label_of,
+    results_read,
+)
 from tests.support.mcp import fake, grant, wait_listed
 
 
@@ -352,10 +359,7 @@ def test_a_send_to_the_address_the_owner_typed_runs_unasked_after_the_mail_was_r
     )
     assert read[1] == "sent to boss@example.com"
     assert decisions(box, "words-mail-1") == [(READ, "allowed", None), (SEND, "allowed", None)]
-    (send,) = [
-        r for r in ledger_records(box.home)
-        if r["kind"] == "decision" and r["session"] == "words-mail-1" and r["tool"] == SEND
-    ]  # fmt: skip
+    (send,) = [r for r in decision_records(box, "words-mail-1") if r["tool"] == SEND]
     assert send["targets"] == [{"at": "/to", "origin": "owner"}]
     words = [r for r in ledger_records(box.home) if r["kind"] == "owner_words"
              and r["session"] == "words-mail-1"]  # fmt: skip
@@ -420,10 +424,7 @@ def test_a_card_number_read_from_a_file_is_not_mailed_unasked_to_the_owners_reci
     assert read[1] == "visa 4237-4252-7456-2574\n"
     assert read[2] == denial_message(DenyReason.APPROVAL_EXPIRED, None)
     assert "4237" not in (sent_mail(box).read_text() if sent_mail(box).exists() else "")
-    (pending,) = [
-        r for r in ledger_records(box.home)
-        if r["kind"] == "decision" and r["session"] == "words-mail-3" and r["tool"] == SEND
-    ]  # fmt: skip
+    (pending,) = [r for r in decision_records(box, "words-mail-3") if r["tool"] == SEND]
     assert pending["outcome"] == "pending"
     assert sorted((t["at"], t["origin"]) for t in pending["targets"]) == [
         ("/body", "unknown"),

@@ -84,13 +84,17 @@ def results_read(messages: list[dict[str, Any]]) -> list[str]:
     return [m["content"] for m in messages if m["role"] == "tool"]
 
 
+def decision_records(box: UpBox, session: str) -> list[dict[str, Any]]:
+    """Each `decision` record of `session`, in the ledger's order."""
+    return [
+        r for r in ledger_records(box.home)
+        if r.get("session") == session and r["kind"] == "decision"
+    ]  # fmt: skip
+
+
 def decisions(box: UpBox, session: str) -> list[tuple[Any, ...]]:
     """(tool, outcome, reason) of each `decision` record of `session`, in the ledger's order."""
-    return [
-        (r["tool"], r["outcome"], r.get("reason"))
-        for r in ledger_records(box.home)
-        if r.get("session") == session and r["kind"] == "decision"
-    ]
+    return [(r["tool"], r["outcome"], r.get("reason")) for r in decision_records(box, session)]
 
 
 def label_of(box: UpBox, session: str) -> dict[str, Any]:
